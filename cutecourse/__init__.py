@@ -1,0 +1,1 @@
+"""cutecourse: support package for the CuTe DSL course."""
