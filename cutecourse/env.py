@@ -1,0 +1,212 @@
+"""What this machine can do for the course: Python, torch, the CuTe DSL, the GPU, its driver and arch.
+
+`cutecourse doctor` prints :func:`report`; notebook set-up cells call :func:`doctor`. Nothing here imports torch or
+the DSL at module import time, and every probe survives their absence: a laptop without either still gets a report.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+DSL_PIN = "4.8.1"
+#: The arch kernels are compiled for when there is no GPU (compile-only mode). sm_90a has every instruction the
+#: course uses; sm_80 kernels are compiled explicitly where a lesson needs them.
+COMPILE_ONLY_ARCH = "sm_90a"
+#: Oldest driver for each CUDA major version the DSL's libraries and cuda-bindings are built against.
+MIN_DRIVER = {12: (575, "CUDA 12.9"), 13: (580, "CUDA 13")}
+
+
+@dataclass
+class Machine:
+    """A snapshot of this machine, as far as the course cares."""
+
+    python: str
+    os: str
+    torch: str | None = None
+    torch_cuda: str | None = None
+    dsl: str | None = None
+    dsl_cuda_major: int | None = None
+    cuda_bindings: str | None = None
+    gpu: str | None = None
+    capability: tuple[int, int] | None = None
+    driver: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def sm(self) -> str | None:
+        return None if self.capability is None else f"sm_{self.capability[0]}{self.capability[1]}"
+
+    @property
+    def can_run_cpu_lessons(self) -> bool:
+        return sys.version_info >= (3, 10)
+
+    @property
+    def can_run_kernels(self) -> bool:
+        return self.dsl is not None and self.capability is not None
+
+    def capabilities(self) -> str:
+        """One line: which lessons this machine can do."""
+        if self.dsl is None:
+            return "lessons 1-2 and the eager layout algebra (no CuTe DSL here: kernels neither compile nor run)"
+        if self.capability is None:
+            return f"layouts + compile-only (no GPU; kernels compile for sm_80 and {COMPILE_ONLY_ARCH})"
+        major, _ = self.capability
+        if major < 8:
+            return (f"lessons 1-4 run; the Tensor Core lessons 5-8 need sm_80+ and this GPU is {self.sm}; "
+                    "kernels still compile for them")
+        if major == 8:
+            return f"lessons 1-8 except TMA/wgmma ({self.sm})"
+        if major == 9:
+            return f"all lessons ({self.sm})"
+        return (f"lessons 1-8 except the Hopper-only wgmma steps, which need sm_90 exactly ({self.sm} has no wgmma; "
+                "they still compile)")
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _dsl_cuda_major() -> int | None:
+    for major in (13, 12):
+        if _version(f"nvidia-cutlass-dsl-libs-cu{major}"):
+            return major
+    return None
+
+
+def _nvidia_smi() -> tuple[str, tuple[int, int], str] | None:
+    """(name, capability, driver) of GPU 0 from nvidia-smi, which needs neither torch nor the DSL."""
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    try:
+        out = subprocess.run([exe, "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20, check=True).stdout
+    except (subprocess.SubprocessError, OSError):
+        return None
+    first = out.strip().splitlines()[0] if out.strip() else ""
+    parts = [p.strip() for p in first.split(",")]
+    if len(parts) != 3:
+        return None
+    try:
+        major, minor = (int(x) for x in parts[1].split("."))
+    except ValueError:
+        return None
+    return parts[0], (major, minor), parts[2]
+
+
+def _torch_gpu() -> tuple[str, tuple[int, int]] | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    return torch.cuda.get_device_name(0), tuple(torch.cuda.get_device_capability(0))
+
+
+def probe() -> Machine:
+    """Look at the machine; never raises."""
+    m = Machine(python=platform.python_version(), os=f"{platform.system()} {platform.machine()}")
+    m.torch = _version("torch")
+    if m.torch is not None:
+        try:
+            import torch
+            m.torch_cuda = torch.version.cuda
+        except ImportError as exc:  # installed but broken
+            m.warnings.append(f"torch {m.torch} is installed but does not import ({exc}); "
+                              "reinstall it: pip install --force-reinstall torch")
+    m.dsl = _version("nvidia-cutlass-dsl")
+    m.dsl_cuda_major = _dsl_cuda_major()
+    m.cuda_bindings = _version("cuda-bindings")
+    smi = _nvidia_smi()
+    if smi is not None:
+        m.gpu, m.capability, m.driver = smi
+    else:
+        gpu = _torch_gpu()
+        if gpu is not None:
+            m.gpu, m.capability = gpu
+    _check(m)
+    return m
+
+
+def _check(m: Machine) -> None:
+    """Add the warnings a learner must act on, each with the command that fixes it."""
+    if sys.version_info < (3, 10):
+        m.warnings.append(f"Python {m.python} is too old; the course needs 3.10+: "
+                          "conda env create -f environment.yml && conda activate cutecourse")
+    if m.dsl is None and sys.platform == "linux":
+        m.warnings.append(f"the CuTe DSL is not installed: pip install nvidia-cutlass-dsl=={DSL_PIN}")
+    elif m.dsl is not None and m.dsl != DSL_PIN:
+        m.warnings.append(f"nvidia-cutlass-dsl {m.dsl} is installed; the course is tested with {DSL_PIN}: "
+                          f"pip install nvidia-cutlass-dsl=={DSL_PIN}")
+    if m.driver is None or m.dsl is None:
+        return
+    try:
+        driver_major = int(m.driver.split(".")[0])
+    except ValueError:
+        return
+    need_upgrade = f"upgrade the NVIDIA driver (Ubuntu: sudo apt install nvidia-driver-{MIN_DRIVER[13][0]})"
+    stay_on_12 = ("or stay on CUDA 12.9: pip uninstall -y nvidia-cutlass-dsl-libs-cu13 && "
+                  f"pip install 'cuda-bindings>=12.9,<13' nvidia-cutlass-dsl-libs-cu12=={DSL_PIN}")
+    bindings_major = int(m.cuda_bindings.split(".")[0]) if m.cuda_bindings else None
+    needs = {major: what for major, what in ((m.dsl_cuda_major, f"the DSL's CUDA {m.dsl_cuda_major} libraries"),
+                                              (bindings_major, f"cuda-bindings {m.cuda_bindings}"))
+             if major in MIN_DRIVER and driver_major < MIN_DRIVER[major][0]}
+    if not needs:
+        return
+    need, cuda = MIN_DRIVER[max(needs)]
+    # A driver that cannot run CUDA 12.9 can only be upgraded; one that runs 12.9 can also stay there.
+    fix = need_upgrade if driver_major < MIN_DRIVER[12][0] else f"{need_upgrade}, {stay_on_12}"
+    m.warnings.append(f"driver {m.driver} is too old for {' and '.join(needs.values())} "
+                      f"({cuda} builds need >= {need}): {fix}")
+
+
+def report(m: Machine | None = None) -> str:
+    """The doctor's text: versions, GPU, and what this machine can do."""
+    m = m or probe()
+    torch_line = "not installed (pip install torch)" if m.torch is None else (
+        f"{m.torch} ({'CUDA ' + m.torch_cuda if m.torch_cuda else 'CPU build'})")
+    dsl_line = ("not installed" if m.dsl is None else
+                f"{m.dsl} (CUDA {m.dsl_cuda_major or '?'} libs, cuda-bindings {m.cuda_bindings or '?'})")
+    gpu_line = "none" if m.gpu is None else f"{m.gpu}, {m.sm} (compute capability {m.capability[0]}.{m.capability[1]})"
+    lines = [
+        f"python      {m.python} on {m.os}",
+        f"torch       {torch_line}",
+        f"cute dsl    {dsl_line}",
+        f"gpu         {gpu_line}",
+        f"driver      {m.driver or 'none'}",
+        f"can do      {m.capabilities()}",
+    ]
+    lines += [f"warning     {w}" for w in m.warnings]
+    return "\n".join(lines)
+
+
+def doctor() -> Machine:
+    """Print the report (for notebook set-up cells) and return the snapshot."""
+    m = probe()
+    print(report(m))
+    return m
+
+
+def use_compile_only_arch() -> str | None:
+    """Without a GPU, point the DSL at COMPILE_ONLY_ARCH so `cute.compile` emits PTX and cubin; returns the arch.
+
+    Leaves an arch the user already chose alone, and does nothing on a machine with a GPU.
+    """
+    if probe_gpu_present():
+        return None
+    os.environ.setdefault("CUTE_DSL_ARCH", COMPILE_ONLY_ARCH)
+    return os.environ["CUTE_DSL_ARCH"]
+
+
+def probe_gpu_present() -> bool:
+    return _nvidia_smi() is not None or _torch_gpu() is not None

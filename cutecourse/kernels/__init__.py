@@ -1,0 +1,6 @@
+"""CuTe DSL kernels, one module per lesson step.
+
+Every module follows one skeleton: a config dataclass, a ``@cute.kernel`` with the device code, ``@cute.jit``
+host code that builds layouts and launches, and a launcher that takes torch tensors, validates them and caches one
+compiled kernel per configuration. Import the modules directly; this package imports nothing heavy.
+"""

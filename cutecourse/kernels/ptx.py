@@ -1,0 +1,49 @@
+"""Compile kernels without a GPU and count the instructions in their PTX.
+
+`cute.compile` emits PTX for any arch on a machine with no GPU; the census tells whether the instructions a lesson
+promises (``ld.global.v4``, ``mma.sync``, ``cp.async``, ``wgmma``...) are really there.
+"""
+
+from __future__ import annotations
+
+import collections
+import re
+import tempfile
+from typing import Any
+
+#: An instruction line in PTX: optional predicate, then the opcode with its dotted modifiers.
+_INSTRUCTION = re.compile(r"^\s*(?:@!?%\w+\s+)?([a-z][\w.:]*)", re.MULTILINE)
+_DIRECTIVE_OR_LABEL = re.compile(r"^[.$]|^\w+:$")
+
+
+def compile_ptx(jit_fn: Any, *args: Any, arch: str) -> str:
+    """PTX of `jit_fn` compiled for `arch` (e.g. ``"sm_80"``, ``"sm_90a"``) with the given (fake) arguments.
+
+    >>> # compile_ptx(host, fake_x, fake_y, make_fake_stream(), arch="sm_90a")  # doctest: +SKIP
+    """
+    import cutlass.cute as cute
+
+    if not re.fullmatch(r"sm_\d{2,3}[af]?", arch):
+        raise ValueError(f"arch={arch!r} is not an SM arch name; use one like 'sm_80' or 'sm_90a'")
+    with tempfile.TemporaryDirectory() as dump:
+        compiled = cute.compile(jit_fn, *args, options=f"--gpu-arch {arch} --keep-ptx --dump-dir {dump}")
+        ptx = compiled.__ptx__
+    if not ptx:
+        raise RuntimeError(f"the DSL returned no PTX for {arch}; is nvidia-cutlass-dsl installed correctly? "
+                           "Run: cutecourse doctor")
+    return ptx
+
+
+def census(ptx: str) -> collections.Counter[str]:
+    """How many times each opcode (with its modifiers, e.g. ``ld.global.v4.f32``) appears in `ptx`."""
+    counts: collections.Counter[str] = collections.Counter()
+    for match in _INSTRUCTION.finditer(ptx):
+        opcode = match.group(1)
+        if not _DIRECTIVE_OR_LABEL.match(opcode) and not opcode.endswith(":"):
+            counts[opcode] += 1
+    return counts
+
+
+def count(ptx: str, prefix: str) -> int:
+    """Number of instructions whose opcode starts with `prefix` (``count(ptx, "ld.global.v4")``)."""
+    return sum(n for op, n in census(ptx).items() if op.startswith(prefix))

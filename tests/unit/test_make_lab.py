@@ -1,0 +1,52 @@
+"""`make lab` serves JupyterLab on notebooks/: /lab answers HTTP 200, then the server is stopped."""
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_make_lab_serves_jupyterlab(tmp_path):
+    port = free_port()
+    log = tmp_path / "lab.log"
+    with log.open("w") as sink:
+        server = subprocess.Popen(["make", "lab", f"LAB_ARGS=--no-browser --port {port} --ServerApp.ip=127.0.0.1"],
+                                  cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        token, deadline = None, time.monotonic() + 90
+        while token is None and time.monotonic() < deadline:
+            assert server.poll() is None, log.read_text()
+            found = re.search(rf"http://127\.0\.0\.1:{port}/lab\?token=(\w+)", log.read_text())
+            token = found and found.group(1)
+            time.sleep(0.5)
+        assert token, "JupyterLab never printed its URL:\n" + log.read_text()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/lab?token={token}", timeout=30) as page:
+            assert page.status == 200
+            assert b"JupyterLab" in page.read()
+        # The server's root is notebooks/: the contents API lists it, not the repository root.
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/contents?token={token}", timeout=30) as page:
+            names = {item["name"] for item in json.load(page)["content"]}
+        assert "pyproject.toml" not in names
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()

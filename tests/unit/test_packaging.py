@@ -1,0 +1,64 @@
+"""environment.yml is the conda twin of pyproject.toml: same packages, same pins."""
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CONDA_NAMES = {"pytorch": "torch"}  # conda's name -> PyPI's name
+
+tomllib = pytest.importorskip("tomllib") if sys.version_info >= (3, 11) else pytest.importorskip("tomli")
+
+
+def normalise(requirement: str) -> tuple[str, str]:
+    requirement = requirement.split(";")[0].replace(" ", "")
+    name, spec = re.match(r"([A-Za-z0-9_.\-]+)(?:\[[^\]]*\])?(.*)", requirement).groups()
+    name = name.lower().replace("_", "-")
+    return CONDA_NAMES.get(name, name), spec.replace("=", "==", 1) if re.fullmatch(r"=[^=].*", spec) else spec
+
+
+def pyproject_requirements() -> dict[str, str]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    reqs = project["dependencies"] + project["optional-dependencies"]["dev"]
+    return dict(normalise(r) for r in reqs)
+
+
+def conda_requirements() -> tuple[str, dict[str, str]]:
+    python, reqs = None, {}
+    text = (ROOT / "environment.yml").read_text()
+    for line in text[text.index("\ndependencies:"):].splitlines():
+        item = re.match(r"^\s*-\s+(.+?)\s*(#.*)?$", line)
+        if not item or item.group(1) == "pip:":
+            continue
+        value = item.group(1).strip("\"'")
+        if value.startswith("python"):
+            python = value
+        elif value == "pip" or value.startswith("-e") or value == ".":
+            continue
+        else:
+            name, spec = normalise(value)
+            reqs[name] = spec
+    return python, reqs
+
+
+def test_environment_yml_names_the_same_packages_and_pins_as_pyproject():
+    python, conda = conda_requirements()
+    assert python == "python=3.12"
+    assert conda == pyproject_requirements()
+
+
+def test_the_comparison_notices_a_changed_pin(tmp_path, monkeypatch):
+    text = (ROOT / "environment.yml").read_text().replace("nvidia-cutlass-dsl==4.8.1", "nvidia-cutlass-dsl==4.7.0")
+    fake = tmp_path / "environment.yml"
+    fake.write_text(text)
+    (tmp_path / "pyproject.toml").write_text((ROOT / "pyproject.toml").read_text())
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert conda_requirements()[1] != pyproject_requirements()
+
+
+def test_the_dsl_is_pinned_exactly_and_linux_only():
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    dsl = [d for d in deps if d.startswith("nvidia-cutlass-dsl")]
+    assert dsl == ["nvidia-cutlass-dsl==4.8.1; sys_platform == 'linux'"]
