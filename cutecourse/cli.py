@@ -22,12 +22,99 @@ def _doctor(args: argparse.Namespace) -> int:
     return 0 if machine.can_run_cpu_lessons else 1
 
 
+def _build(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from cutecourse.grading import build
+
+    changed = build.build(Path(args.course), check=args.check, run=args.execute)
+    if args.check:
+        if changed:
+            print("stale exercises (run: cutecourse build):\n  " + "\n  ".join(changed))
+            return 1
+        print("exercises are up to date")
+    else:
+        print("\n".join(f"wrote {c}" for c in changed) or "exercises are up to date")
+    return 0
+
+
+def _grade(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from cutecourse.grading import grader, reports
+
+    course = grader.Course.at(args.course, args.hidden)
+    if args.classroom:
+        print(classroom_workflow(args.submissions, course))
+        return 0
+    results = []
+    for submission in args.submissions:
+        report = grader.grade(submission, course, nbval=not args.hidden_only, hidden=not args.nbval,
+                              timeout=args.timeout)
+        if args.exercise:
+            report = report.only(args.exercise)
+            if not report.tests:
+                print(f"--exercise {args.exercise}: no such exercise in {submission}")
+                return 2
+        print(reports.summary(report))
+        results.append(report)
+    for path in reports.write(results, Path(args.out)):
+        print(f"wrote {path}")
+    # GitHub Classroom's command grader reads the exit code: 0 only when every runnable test passed.
+    return 0 if all(r.score == r.max_score for r in results) else 1
+
+
+def classroom_workflow(submissions: list[str], course: "object") -> str:
+    """The autograding steps of a GitHub Classroom workflow: one command per exercise, worth its points."""
+    from pathlib import Path
+
+    from cutecourse.grading import grader
+    from cutecourse.grading import notebook as nbio
+
+    where = "" if course.root == Path.cwd().resolve() else f" --course {course.root}"
+    if course.hidden != course.root / "tests" / "hidden":
+        where += f" --hidden {course.hidden}"
+    steps = []
+    for submission in submissions:
+        lesson = grader.lesson_of(Path(submission), nbio.load(submission), course)
+        for exercise, points in grader.exercise_points(course, lesson).items():
+            slug = f"{lesson}-{exercise}".replace(".", "-").replace("_", "-")
+            steps.append(f"""      - name: {lesson} exercise {exercise}
+        id: {slug}
+        uses: classroom-resources/autograding-command-grader@v1
+        with:
+          test-name: {lesson} exercise {exercise}
+          setup-command: pip install -e .
+          command: cutecourse grade {submission}{where} --exercise {exercise} --out grading/{slug}
+          timeout: 30
+          max-score: {points:g}""")
+    return "\n".join(steps)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="cutecourse", description="Tools for the cutecourse CuTe DSL course.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     doctor = commands.add_parser("doctor", help="what this machine can do for the course, and how to fix set-up")
     doctor.add_argument("--smoke", action="store_true", help="also compile and launch a tiny CuTe DSL kernel")
     doctor.set_defaults(run=_doctor)
+    build = commands.add_parser("build", help="write exercises/ from solutions/ (answers become stubs)")
+    build.add_argument("--check", action="store_true", help="fail if exercises/ is stale; write nothing")
+    build.add_argument("--execute", action="store_true", help="run each solution first to refresh its outputs")
+    build.add_argument("--course", default=".", help="the course root (default: here)")
+    build.set_defaults(run=_build)
+    grade = commands.add_parser("grade", help="grade submissions: nbval against the master, then hidden tests")
+    grade.add_argument("submissions", nargs="+", metavar="SUBMISSION.ipynb")
+    grade.add_argument("--out", default="grading", help="where results.json, junit.xml and grades.csv go")
+    grade.add_argument("--course", default=".", help="the course root holding exercises/ (default: here)")
+    grade.add_argument("--hidden", default=None, help="the hidden tests' folder (default: COURSE/tests/hidden)")
+    only = grade.add_mutually_exclusive_group()
+    only.add_argument("--nbval", action="store_true", help="only the check cells, through nbval")
+    only.add_argument("--hidden-only", action="store_true", help="only the hidden tests")
+    grade.add_argument("--timeout", type=float, default=120.0, help="seconds per test (default 120)")
+    grade.add_argument("--exercise", help="report (and set the exit code) for one exercise, e.g. 2.3")
+    grade.add_argument("--classroom", action="store_true",
+                       help="print GitHub Classroom autograding steps, one per exercise, and exit")
+    grade.set_defaults(run=_grade)
     args = parser.parse_args(argv)
     return args.run(args)
 

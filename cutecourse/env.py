@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 DSL_PIN = "4.8.1"
 #: The arch kernels are compiled for when there is no GPU (compile-only mode). sm_90a has every instruction the
@@ -103,7 +104,29 @@ def _nvidia_smi() -> tuple[str, tuple[int, int], str] | None:
     return parts[0], (major, minor), parts[2]
 
 
+def _torch_cuda_build() -> str | None:
+    """The CUDA version torch was built for, read from torch/version.py: importing torch takes seconds."""
+    import importlib.util
+    import re
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    try:
+        text = (Path(list(spec.submodule_search_locations)[0]) / "version.py").read_text()
+    except OSError:
+        return None
+    found = re.search(r"^cuda\s*(?::\s*[^=]+)?=\s*['\"]([^'\"]+)['\"]", text, re.MULTILINE)
+    return found.group(1) if found else None
+
+
+def _no_nvidia_device() -> bool:
+    return not Path("/dev/nvidiactl").exists() and not Path("/proc/driver/nvidia").exists()
+
+
 def _torch_gpu() -> tuple[str, tuple[int, int]] | None:
+    if _no_nvidia_device() and sys.platform == "linux":
+        return None  # no driver here: skip the seconds-long torch import
     try:
         import torch
     except ImportError:
@@ -117,13 +140,7 @@ def probe() -> Machine:
     """Look at the machine; never raises."""
     m = Machine(python=platform.python_version(), os=f"{platform.system()} {platform.machine()}")
     m.torch = _version("torch")
-    if m.torch is not None:
-        try:
-            import torch
-            m.torch_cuda = torch.version.cuda
-        except ImportError as exc:  # installed but broken
-            m.warnings.append(f"torch {m.torch} is installed but does not import ({exc}); "
-                              "reinstall it: pip install --force-reinstall torch")
+    m.torch_cuda = _torch_cuda_build()
     m.dsl = _version("nvidia-cutlass-dsl")
     m.dsl_cuda_major = _dsl_cuda_major()
     m.cuda_bindings = _version("cuda-bindings")

@@ -1,0 +1,49 @@
+"""Checks print one line: a pass on a right answer, and on a wrong one a hint that does not give the answer away."""
+
+import pytest
+
+from cutecourse.grading import checks
+
+
+def right(shape):
+    out, step = [], 1
+    for extent in reversed(shape):
+        out.append(step)
+        step *= extent
+    return tuple(reversed(out))
+
+
+def test_right_answer_passes_with_one_line(capsys):
+    assert checks.row_major_strides(right) is True
+    assert capsys.readouterr().out == "✓ row_major_strides: all 5 cases pass\n"
+
+
+@pytest.mark.parametrize("wrong, hint", [
+    (lambda shape: tuple(1 for _ in shape), "skip a whole row"),
+    (lambda shape: right(shape)[::-1], "last mode is contiguous"),
+    (lambda shape: list(right(shape)), "expected a tuple of"),
+    (lambda shape: 1 / 0, "raised ZeroDivisionError"),
+])
+def test_wrong_answers_fail_with_a_hint_and_without_the_answer(capsys, wrong, hint):
+    assert checks.row_major_strides(wrong) is False
+    line = capsys.readouterr().out
+    assert line.startswith("✗ row_major_strides: ") and line.count("\n") == 1
+    assert hint in line
+    assert "(8, 1)" not in line  # the expected strides of the first case are never printed
+
+
+def test_not_a_function_fails():
+    assert checks.row_major_strides.run(42).startswith("✗ row_major_strides: expected the function")
+
+
+def test_gpu_check_says_not_run_without_a_gpu():
+    if checks._gpu_missing(80) is None:
+        pytest.skip("this machine has a GPU")
+    assert checks.scale.run(lambda *a: None).startswith("– scale: not run (")
+
+
+def test_relative_error_treats_unwritten_outputs_as_infinitely_wrong():
+    np = pytest.importorskip("numpy")
+    assert checks.relative_error(np.array([1.0, np.nan]), np.array([1.0, 2.0])) == float("inf")
+    assert checks.relative_error(np.array([1.0, 2.0]), np.array([1.0, 2.0])) == 0.0
+    assert checks.relative_error(np.ones(3), np.ones(4)) == float("inf")
