@@ -17,7 +17,7 @@ TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 HAS_GPU         := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 && echo 1)
 ALLOW_ROOT      := $(if $(filter 0,$(shell id -u)),--allow-root)
 
-.PHONY: setup lab test test-gpu clean
+.PHONY: setup lab test test-gpu bench-layout clean
 
 setup: $(SETUP)
 
@@ -41,6 +41,11 @@ test: $(SETUP)
 
 test-gpu: $(SETUP)
 	$(PYTHON) -m pytest -m gpu $(PYTEST_ARGS)
+
+# The peers of the eager layout algebra, for the side-by-side benchmark only (pycute lives in the nvidia-cutlass wheel).
+bench-layout: $(STAMP)
+	$(VENV)/bin/pip install -q tensor-layouts==0.3.2 && $(VENV)/bin/pip install -q --no-deps nvidia-cutlass==4.2.0.0
+	$(VENV)/bin/python benchmarks/layout_algebra.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

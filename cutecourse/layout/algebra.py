@@ -216,7 +216,8 @@ def composition(lhs: Any, rhs: Tiler) -> Any:
 
     ``rhs`` may be a Layout, an int ``n`` (meaning ``n:1``), ``None`` (identity)
     or a tuple tiler applied mode by mode (``(B0, B1, ...)`` composes mode i of
-    ``A`` with ``Bi``; extra modes of ``A`` are kept).
+    ``A`` with ``Bi``; the result has exactly ``len(rhs)`` modes: extra modes of
+    ``A`` are dropped, as in the DSL, while the divides keep them).
     Preconditions (CuTe's, checked against the coalesced ``A`` = ``N:D`` for each
     leaf ``s:d`` of B with ``d != 0``): ``d >= 0``; stride divisibility: walking
     the modes ``N_0..N_{k-2}`` the remaining stride and each ``N_i`` divide one
@@ -229,6 +230,8 @@ def composition(lhs: Any, rhs: Tiler) -> Any:
     8:1 (2,4):(8,1) 2:8
     >>> print(composition(make_layout((6, 2), stride=(8, 2)), make_layout((4, 3), stride=(3, 1))))
     ((2,2),3):((24,2),8)
+    >>> print(composition(make_layout((4, 8)), (2,)), composition(make_layout((4, 8)), (2, None)))
+    (2):(1) (2,8):(1,4)
     """
     if rhs is None:
         return lhs
@@ -237,7 +240,7 @@ def composition(lhs: Any, rhs: Tiler) -> Any:
     if not isinstance(lhs, Layout):
         raise ValueError(f"composition: lhs must be a Layout or ComposedLayout, got {type(lhs).__name__}")
     if isinstance(rhs, tuple):
-        return _by_mode(lhs, rhs, composition, "composition")
+        return _by_mode(lhs, rhs, composition, "composition", keep_rest=False)
     if it.is_int(rhs):
         rhs = _as_layout(rhs, "composition", "rhs")
     if not isinstance(rhs, Layout):
@@ -247,13 +250,20 @@ def composition(lhs: Any, rhs: Tiler) -> Any:
     return _mk(s, d)
 
 
-def _by_mode(target: Layout, tiler: tuple, op: Any, fn: str) -> Layout:
+def _by_mode(target: Layout, tiler: tuple, op: Any, fn: str, keep_rest: bool = True) -> Layout:
+    """Apply ``op`` to mode i of ``target`` and ``tiler[i]``.
+
+    The modes past ``len(tiler)`` follow when ``keep_rest`` (the divides and
+    products, whose tuple tilers pad with ``None``); composition drops them,
+    as the DSL does (its result has the tiler's rank).
+    """
     s, d = _modes(target)
     if len(tiler) > len(s):
         raise ValueError(f"{fn}: tiler {tiler!r} has more modes ({len(tiler)}) than the layout "
                          f"{target} (rank {len(s)}); rank(tiler) <= rank(layout) is required")
     parts = [op(_mk(a, b), t) for a, b, t in zip(s, d, tiler)]
-    return _mk(tuple(p.shape for p in parts) + s[len(tiler):], tuple(p.stride for p in parts) + d[len(tiler):])
+    n = len(s) if keep_rest else len(tiler)
+    return _mk(tuple(p.shape for p in parts) + s[len(tiler):n], tuple(p.stride for p in parts) + d[len(tiler):n])
 
 
 def composition_error(lhs: Layout, rhs: Tiler) -> Optional[str]:
@@ -325,28 +335,46 @@ def is_injective(layout: Layout) -> bool:
     return len({layout(i) for i in range(n)}) == n
 
 
-def _cotarget_size(cotarget: Any) -> int:
+def _cotarget_leaves(cotarget: Any) -> list:
     if isinstance(cotarget, Layout):
-        return cotarget.size()
-    ct = _as_layout(cotarget, "complement", "cotarget")
-    return ct.size()
+        return it.leaves(cotarget.shape)  # a Layout cotarget stands for its shape
+    return it.leaves(_as_layout(cotarget, "complement", "cotarget").shape)
+
+
+def _rest_shape(cotarget: list, cur: int) -> list:
+    """CuTe's ``ceil_div(cotarget, cur)`` on the cotarget's leaves: a left fold, each
+    leaf ``c`` becomes ``ceil(c / r)`` and ``r`` becomes ``ceil(r / c)`` (starting at ``cur``).
+
+    Not ``ceil(size(cotarget) / cur)``: ``(10,2)`` over 12 gives ``(1,1)``, not 2.
+    """
+    out = []
+    for c in cotarget:
+        out.append(-(-c // cur))
+        cur = -(-cur // c)
+    return out
 
 
 def complement(input: Layout, cotarget: Union[int, tuple, Layout] = 1) -> Layout:
     """The layout ``A*`` of the "rest": ``(A, A*)`` enumerates ``[0, cotarget)``, ``A*`` sorted by stride.
 
-    Definition: with ``A``'s leaves sorted by stride, ``A* = coalesce((d_0/1,
-    d_1/(s_0 d_0), ..., ceil(cotarget/(s_k d_k))) : (1, s_0 d_0, ..., s_k d_k))``.
+    Definition: with ``A``'s leaves sorted by stride and ``e = s_k d_k``,
+    ``A* = coalesce((d_0/1, d_1/(s_0 d_0), ..., R) : (1, s_0 d_0, ..., e))`` where
+    the rest ``R = ceil_div(cotarget, e)`` is laid out compactly from stride ``e``.
+    For an int cotarget ``R = ceil(cotarget/e)``; for a shape, CuTe's
+    ``ceil_div`` folds over its leaves (``c -> ceil(c/r)``, ``r -> ceil(r/c)``),
+    so ``(10,2)`` over ``e = 12`` leaves nothing, unlike ``ceil(20/12) = 2``.
     Preconditions: strides >= 0; ignoring size-1 and stride-0 modes, ``A`` is
     injective and each stride is a multiple of the previous ``shape*stride``
     (so stride-0 "broadcast" modes are allowed); ``cotarget`` is a positive int,
-    a shape (its size is used) or a Layout (its size is used).
+    a shape of positive ints or a Layout (its shape is used).
 
     >>> print(complement(make_layout(4, stride=2), 24), complement(make_layout((4, 6), stride=(1, 8)), 64))
     (2,3):(1,8) (2,2):(4,48)
+    >>> print(complement(make_layout(4, stride=3), (10, 2)), complement(make_layout(4, stride=3), (30, 2)))
+    3:1 (3,6):(1,12)
     """
     input = _as_layout(input, "complement", "input")
-    n = _cotarget_size(cotarget)
+    cot = _cotarget_leaves(cotarget)
     pairs = _sorted_modes(input, "complement", allow_zero=True)
     rs, rd = [], []
     cur = 1
@@ -354,8 +382,10 @@ def complement(input: Layout, cotarget: Union[int, tuple, Layout] = 1) -> Layout
         rs.append(d // cur)
         rd.append(cur)
         cur = s * d
-    rs.append(-(-n // cur))
-    rd.append(cur)
+    for r in _rest_shape(cot, cur):  # compact, column-major from the extent cur
+        rs.append(r)
+        rd.append(cur)
+        cur *= r
     return _coalesce_flat(tuple(rs), tuple(rd))
 
 
@@ -718,19 +748,27 @@ def make_layout_tv(thr_layout: Layout, val_layout: Layout) -> tuple:
 
 # --- recast ------------------------------------------------------------------------------------
 
+def _shape_div(a: int, b: int) -> int:
+    """CuTe's ``shape_div`` of positive ints that divide one way or the other: ``a/b``, at least 1."""
+    return a // b or 1
+
+
 def _upcast(s: IntTuple, d: IntTuple, n: int, src: Layout) -> tuple:
+    # CuTe's upcast<n>: s:d -> shape_div(s, shape_div(n, |d|)) : sign(d) * shape_div(|d|, n).
     if isinstance(s, tuple):
         parts = [_upcast(a, b, n, src) for a, b in zip(s, d)]
         return tuple(p[0] for p in parts), tuple(p[1] for p in parts)
     if d == 0 or n == 1:
         return s, d
     a = abs(d)
-    if a % n == 0:
-        return s, d // n
-    if n % a == 0 and s % (n // a) == 0:
-        return s // (n // a), (1 if d > 0 else -1)
-    raise ValueError(f"recast_layout: mode {s}:{d} of {src} cannot be grouped by {n} "
-                     f"(need stride divisible by {n}, or stride dividing {n} with shape divisible by {n}/stride)")
+    if a % n and n % a:
+        raise ValueError(f"recast_layout: mode {s}:{d} of {src} cannot be grouped by {n}: stride divisibility "
+                         f"needs |stride| {a} and {n} to divide one another")
+    q = _shape_div(n, a)  # consecutive elements of this mode that make one new element
+    if s % q and q % s:
+        raise ValueError(f"recast_layout: mode {s}:{d} of {src} cannot be grouped by {n}: shape divisibility "
+                         f"needs shape {s} and {q} (= {n}/|stride|) to divide one another")
+    return _shape_div(s, q), _shape_div(a, n) * (1 if d > 0 else -1)
 
 
 def _downcast(s: IntTuple, d: IntTuple, n: int) -> tuple:
@@ -745,14 +783,21 @@ def _downcast(s: IntTuple, d: IntTuple, n: int) -> tuple:
 def recast_layout(new_type_bits: int, old_type_bits: int, src_layout: Layout) -> Layout:
     """Reinterpret a layout of ``old_type_bits``-wide elements as ``new_type_bits``-wide ones.
 
-    Definition: with ``new/old = u/v`` in lowest terms, upcast by ``u``
-    (strides ``d -> d/u``; a stride dividing ``u`` shrinks its shape instead)
-    then downcast by ``v`` (unit strides grow their shape, others scale).
+    Definition: with ``new/old = u/v`` in lowest terms, upcast by ``u`` then
+    downcast by ``v``, as CuTe does.  Upcast maps each leaf ``s:d`` with
+    ``d != 0`` to ``shape_div(s, q) : sign(d)*shape_div(|d|, u)`` with
+    ``q = shape_div(u, |d|)``, where ``shape_div(a, b) = max(1, a // b)``
+    (so ``d -> d/u`` when ``u | d``, and a stride dividing ``u`` shrinks
+    its shape, down to 1); downcast grows unit-stride shapes by ``v`` and
+    scales other strides by ``v``.
     Preconditions: both widths are positive ints; for every leaf with
-    ``d != 0`` either ``u | d``, or ``d | u`` and ``(u/d) | s``.
+    ``d != 0``, ``|d|`` and ``u`` divide one another, and so do ``s`` and ``q``
+    (the DSL rounds up otherwise; we refuse).
 
     >>> print(recast_layout(32, 16, make_layout((4, 8), stride=(8, 1))), recast_layout(16, 32, make_layout((4, 8), stride=(8, 1))))
     (4,4):(4,1) (4,16):(16,1)
+    >>> print(recast_layout(32, 8, make_layout((1, 8), stride=(1, 1))), recast_layout(16, 4, make_layout((2, 12))))
+    (1,2):(1,1) (1,6):(1,1)
     """
     for name, v in (("new_type_bits", new_type_bits), ("old_type_bits", old_type_bits)):
         if not it.is_int(v) or v <= 0:

@@ -26,10 +26,11 @@ class Swizzle:
     ``yyy_mask`` is ``B`` ones shifted left by ``M + max(0, S)``; the bits they
     land on are ``zzz_mask`` = ``B`` ones shifted by ``M - min(0, S)``.
     Preconditions: ``B >= 0``, ``M >= 0``, ``|S| >= B`` (the two masks must not
-    overlap), all ints.
+    overlap), all ints.  With ``B == 0`` it is the identity, stored (and
+    printed) as the DSL's canonical ``S<0,4,3>`` whatever ``M`` and ``S`` were.
 
-    >>> Swizzle(2, 0, 3)(0b11000), Swizzle(2, 0, -3)(0b11)
-    (27, 27)
+    >>> Swizzle(2, 0, 3)(0b11000), Swizzle(2, 0, -3)(0b11), Swizzle(0, 1, 1)
+    (27, 27, S<0,4,3>)
     """
 
     __slots__ = ("bits", "base", "shift", "_yyy")
@@ -41,6 +42,8 @@ class Swizzle:
             raise ValueError(f"Swizzle: B and M must be non-negative, got B={bits}, M={base}")
         if abs(shift) < bits:
             raise ValueError(f"Swizzle: |S| must be at least B so the masks do not overlap, got B={bits}, S={shift}")
+        if bits == 0:  # every b=0 swizzle is the identity: keep the DSL's one form, so all compare equal
+            base, shift = 4, 3
         self.bits, self.base, self.shift = bits, base, shift
         self._yyy = ((1 << bits) - 1) << (base + max(0, shift))
 
@@ -137,10 +140,11 @@ class ComposedLayout:
 def make_swizzle(b: int, m: int, s: int) -> Swizzle:
     """``S<b,m,s>``: XOR ``b`` bits at ``m+s`` into the bits at ``m``.
 
-    Preconditions: ``b >= 0``, ``m >= 0``, ``|s| >= b``.
+    Preconditions: ``b >= 0``, ``m >= 0``, ``|s| >= b``.  ``b == 0`` (the
+    identity) is canonicalised to ``S<0,4,3>``, as the DSL does.
 
-    >>> make_swizzle(3, 3, 3)
-    S<3,3,3>
+    >>> make_swizzle(3, 3, 3), make_swizzle(0, 1, 1)
+    (S<3,3,3>, S<0,4,3>)
     """
     return Swizzle(b, m, s)
 

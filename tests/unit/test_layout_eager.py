@@ -250,6 +250,23 @@ def test_composition_preconditions():
     assert algebra.composition_error(A, L(6)) is not None and algebra.composition_error(A, L(2)) is None
 
 
+def test_by_mode_composition_drops_untiled_modes():
+    # The DSL's result has the tiler's rank; the divides and products keep the untiled modes.
+    assert str(composition(L((4, 8), (1, 4)), (2,))) == "(2):(1)"
+    assert str(composition(L(((4, 3, 16), 2), ((9, 6, 1), 23)), (L(2, 12),))) == "(2):(1)"
+    assert str(composition(L((4, 8, 3), (1, 4, 32)), (L(2), L(4, 2)))) == "(2,4):(1,8)"
+    assert str(composition(L(((4, 8), 3), ((1, 4), 32)), ((2,),))) == "((2)):((1))"
+    assert str(composition(L((4, 8), (1, 4)), (2, None))) == "(2,8):(1,4)"  # None keeps a mode
+    assert str(composition(L((4, 8), (1, 4)), ())) == "():()"
+    C = make_composed_layout(make_swizzle(1, 2, 3), 0, L((4, 8), (1, 4)))
+    assert str(composition(C, (2,))) == "S<1,2,3> o 0 o (2):(1)"
+    assert str(logical_divide(L((4, 8), (1, 4)), (2,))) == "((2,2),8):((1,2),4)"
+    assert str(logical_product(L((4, 8), (1, 4)), (2,))) == "((4,2),8):((1,4),4)"
+    assert str(zipped_divide(L((4, 8), (1, 4)), (2,))) == "((2),(2,8)):((1),(2,4))"
+    with pytest.raises(ValueError, match="composition: shape divisibility.*6:1"):
+        composition(L(((4, 2), 8), ((1, 8), 16)), (6,))  # each tiled mode keeps its preconditions
+
+
 def test_complement_preconditions():
     assert str(complement(L((4, 6), (1, 8)), 64)) == "(2,2):(4,48)"
     with pytest.raises(ValueError, match="injective.*2:1"):
@@ -261,6 +278,22 @@ def test_complement_preconditions():
     with pytest.raises(ValueError, match="cotarget"):
         complement(L(4), 0)
     assert algebra.complement_error(L(4, 2), 24) is None
+
+
+def test_complement_tuple_cotarget_folds_ceil_div():
+    # ceil_div((c0, c1, ...), e) folds over the leaves: c -> ceil(c/r), r -> ceil(r/c); not ceil(size/e).
+    assert str(complement(L(4, 3), (10, 2))) == "3:1"  # (1,1), though ceil(20/12) = 2
+    assert str(complement(L(4, 3), (30, 2))) == "(3,6):(1,12)"  # (3,2) laid out from 12: 6:12
+    assert str(complement(L(4, 3), 60)) == "(3,5):(1,12)"  # the int of the same size differs
+    assert str(complement(L(((8, 4, 16, 2),), ((256, 2, 8, 1),)), (7680, 4))) == "(2,16):(128,2048)"
+    assert str(complement(L(4, 3), ((10, 2), 3))) == "(3,3):(1,12)"  # nested: the same fold over leaves
+    assert str(complement(L(4, 3), (2, (10, 3)))) == "(3,6):(1,12)"
+    assert str(complement(L(4, 3), L((30, 2), (1, 30)))) == "(3,6):(1,12)"  # a Layout cotarget: its shape
+    assert str(complement(L((4, 2), (0, 1)), (5, 3))) == "9:2"
+    assert str(complement(L(4, 0), (5, 3))) == "15:1"
+    for bad in [(3, 0), (2, (3, -1))]:
+        with pytest.raises(ValueError, match="cotarget .* is not a valid shape.*positive"):
+            complement(L(4, 3), bad)
 
 
 def test_inverse_preconditions():
@@ -315,15 +348,32 @@ def test_product_preconditions():
 
 def test_recast_preconditions():
     assert str(recast_layout(32, 16, L((4, 8), (1, 4)))) == "(2,8):(1,2)"
-    with pytest.raises(ValueError, match="4:3 .*cannot be grouped by 2"):
+    with pytest.raises(ValueError, match="4:3 .*cannot be grouped by 2: stride divisibility.*3 and 2"):
         recast_layout(32, 16, L((4, 8), (3, 12)))
-    with pytest.raises(ValueError, match="3:1 .*cannot be grouped by 2"):
+    with pytest.raises(ValueError, match="3:1 .*cannot be grouped by 2: shape divisibility.*shape 3 and 2"):
         recast_layout(32, 16, L((3, 8), (1, 3)))
     with pytest.raises(ValueError, match="cannot be grouped by 3"):
         recast_layout(24, 16, L((4, 8), (8, 1)))
     with pytest.raises(ValueError, match="new_type_bits must be a positive int"):
         recast_layout(0, 16, L(4))
     assert algebra.recast_error(16, 32, L(4)) is None
+
+
+def test_recast_upcast_follows_shape_div():
+    # upcast<u>: s:d -> shape_div(s, shape_div(u, |d|)) : sign(d)*shape_div(|d|, u); shape_div(a, b) >= 1
+    assert str(recast_layout(32, 8, L((1, 8), (1, 1)))) == "(1,2):(1,1)"  # a size-1 unit-stride mode stays 1
+    assert str(recast_layout(16, 4, L((2, 12), (1, 2)))) == "(1,6):(1,1)"  # 2 divides 4: shrinks to 1
+    assert str(recast_layout(64, 16, L((2, 8), (1, 4)))) == "(1,8):(1,1)"
+    assert str(recast_layout(64, 16, L((2, 8), (-1, 2)))) == "(1,4):(-1,1)"
+    assert str(recast_layout(64, 16, L((8, 2), (1, 0)))) == "(2,2):(1,0)"  # stride 0 is untouched
+    assert str(recast_layout(32, 24, L((2, 8), (1, 2)))) == "(3,12):(1,1)"  # upcast 4, then downcast 3
+    # where neither divides the DSL rounds up ((3,8):(1,3) -> (2,8):(1,2)); we refuse
+    with pytest.raises(ValueError, match="3:1 .*grouped by 2: shape divisibility needs shape 3 and 2"):
+        recast_layout(16, 8, L((3, 8), (1, 3)))
+    with pytest.raises(ValueError, match="2:1 .*grouped by 3: shape divisibility needs shape 2 and 3"):
+        recast_layout(48, 16, L((2, 6), (1, 2)))
+    with pytest.raises(ValueError, match="1:5 .*grouped by 4: stride divisibility needs \\|stride\\| 5 and 4"):
+        recast_layout(64, 16, L((1, 8), (5, 1)))  # a size-1 mode still needs a dividing stride
 
 
 def test_coalesce_profile_precondition():
@@ -345,6 +395,22 @@ def test_swizzle():
         Swizzle(3, 3, 2)
     with pytest.raises(ValueError, match="non-negative"):
         Swizzle(-1, 3, 3)
+
+
+def test_identity_swizzle_is_canonical():
+    # Every b=0 swizzle is the identity; the DSL prints them all as S<0,4,3>.
+    for m, s in [(1, 1), (0, 0), (4, 3), (2, -3), (10, 20), (1, -9)]:
+        sw = make_swizzle(0, m, s)
+        assert str(sw) == "S<0,4,3>" and sw == Swizzle(0, 4, 3) and hash(sw) == hash(Swizzle(0, 4, 3))
+        assert all(sw(x) == x for x in range(256))
+    C = make_composed_layout(make_swizzle(0, 2, 1), 3, L((4, 8), (8, 1)))
+    assert str(C) == "S<0,4,3> o 3 o (4,8):(8,1)" and C((3, 5)) == 32
+    assert str(parse_layout("S<0,1,1> o 0 o (4,8):(8,1)")) == "S<0,4,3> o 0 o (4,8):(8,1)"
+    # the preconditions still apply to b=0 (the DSL silently maps even these to S<0,4,3>)
+    with pytest.raises(ValueError, match="B and M must be non-negative, got B=0, M=-1"):
+        make_swizzle(0, -1, 3)
+    with pytest.raises(ValueError, match="\\|S\\| must be at least B.*B=2, S=1"):
+        make_swizzle(2, 1, 1)
     C = make_composed_layout(sw, 0, L((8, 64), (64, 1)))
     assert C((1, 0)) == sw(64) and C.size() == 512 and C.cosize() == 512 and C.shape == (8, 64)
     assert C == parse_layout(str(C)) and hash(C) == hash(parse_layout(str(C)))
