@@ -20,7 +20,6 @@ A missing peer is reported with the pip command that installs it.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 import time

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import json
+import linecache
 import os
 import selectors
 import signal
@@ -142,6 +143,14 @@ def _limit_memory(megabytes: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
+def _describe(exc: BaseException) -> str:
+    """One line about an exception, even for those whose str() is empty (the DSL's errors often are)."""
+    text = str(exc).strip() or next((line.strip() for line in reversed(
+        traceback.format_exception_only(type(exc), exc)) if line.strip()), "")
+    first = next((line for line in text.splitlines() if line.strip()), repr(exc))
+    return f"{type(exc).__name__}: {first[:300]}"
+
+
 def _serve(spec: dict[str, Any]) -> None:
     channel = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # the learner's prints go to stderr; the channel carries only our replies
@@ -154,11 +163,14 @@ def _serve(spec: dict[str, Any]) -> None:
     namespace: dict[str, Any] = {"__name__": "__answers__"}
     errors: dict[str, str] = {}
     for cell in spec["cells"]:
+        filename = f"<{cell['label']}>"
+        # Kept where inspect.getsource finds it, as IPython does for cells: the DSL reads a kernel's source to trace it.
+        linecache.cache[filename] = (len(cell["source"]), None, cell["source"].splitlines(keepends=True), filename)
         try:
-            exec(compile(cell["source"], f"<{cell['label']}>", "exec"), namespace)
+            exec(compile(cell["source"], filename, "exec"), namespace)
         except BaseException as exc:  # noqa: BLE001 - a learner's SystemExit is also just a failed cell
             if cell.get("exercise"):
-                errors[cell["exercise"]] = f"{type(exc).__name__}: {exc}"
+                errors[cell["exercise"]] = _describe(exc)
     channel.write(json.dumps({"ready": True, "errors": errors}) + "\n")
     for line in sys.stdin:
         request = json.loads(line)
@@ -173,8 +185,7 @@ def _serve(spec: dict[str, Any]) -> None:
                 sys.modules["torch"].cuda.synchronize()  # a kernel's faults surface here, inside this process
             reply = {"ok": True, "value": encode(result), "outputs": [encode(o) for o in outputs]}
         except BaseException as exc:  # noqa: BLE001
-            tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
-            reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}", "traceback": "".join(tb[-3:])}
+            reply = {"ok": False, "error": _describe(exc)}
         channel.write(json.dumps(reply) + "\n")
 
 
