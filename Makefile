@@ -37,6 +37,7 @@ lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks $(ALLOW_ROOT) $(LAB_ARGS)
 
 test: $(SETUP)
+	$(PYTHON) -m cutecourse.cli build --check
 	$(PYTHON) -m pytest $(PYTEST_ARGS)
 
 test-gpu: $(SETUP)

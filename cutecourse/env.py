@@ -109,7 +109,10 @@ def _torch_cuda_build() -> str | None:
     import importlib.util
     import re
 
-    spec = importlib.util.find_spec("torch")
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):  # a broken or hidden install is as good as none here
+        return None
     if spec is None or not spec.submodule_search_locations:
         return None
     try:
