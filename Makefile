@@ -38,7 +38,7 @@ lab: $(STAMP)
 
 test: $(SETUP)
 	$(PYTHON) -m cutecourse.cli build --check
-	$(PYTHON) -m pytest $(PYTEST_ARGS)
+	$(PYTHON) -m pytest --nbval $(PYTEST_ARGS)
 
 test-gpu: $(SETUP)
 	$(PYTHON) -m pytest -m gpu $(PYTEST_ARGS)

@@ -217,6 +217,30 @@ def doctor() -> Machine:
     return m
 
 
+def gpu_missing(cc: int) -> str | None:
+    """Why this machine cannot run sm_`cc` code ("needs sm_90; this GPU is sm_80"), or None if it can."""
+    machine = probe()
+    if machine.dsl is None:
+        return f"needs the CuTe DSL and an sm_{cc} GPU"
+    if machine.capability is None:
+        return f"needs sm_{cc}; this machine has no GPU"
+    have = machine.capability[0] * 10 + machine.capability[1]
+    return None if have >= cc else f"needs sm_{cc}; this GPU is sm_{have}"
+
+
+def gpu_cell(line: str, cell: str) -> None:
+    """The ``%%gpu [cc]`` cell magic: run the cell on a GPU of compute capability `cc` (default 80), otherwise print
+    one line saying why it was skipped. Load it with ``%load_ext cutecourse``."""
+    from IPython import get_ipython
+
+    cc = int(line.strip() or 80)
+    missing = gpu_missing(cc)
+    if missing:
+        print(f"[GPU cell not run: {missing}]")
+        return
+    get_ipython().run_cell(cell)
+
+
 def use_compile_only_arch() -> str | None:
     """Without a GPU, point the DSL at COMPILE_ONLY_ARCH so `cute.compile` emits PTX and cubin; returns the arch.
 

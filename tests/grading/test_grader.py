@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from cutecourse import env
 from cutecourse.cli import main
 from cutecourse.grading import grader, reports
 from cutecourse.grading import notebook as nbio
@@ -14,7 +15,7 @@ from .conftest import DEMO, SOLUTION_0_1, WRONG_0_1
 
 pytestmark = pytest.mark.slow
 TIMEOUT = 10
-GPU = grader.checks_module._gpu_missing(80) is None
+GPU = env.gpu_missing(80) is None
 NBVAL = grader.nbval_available() is None
 EXPECTED_LINE = 'print("✓ row_major_strides: all 5 cases pass")'
 

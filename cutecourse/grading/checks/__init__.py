@@ -1,5 +1,8 @@
 """The checks that exercise notebooks call. Each prints one deterministic line, the same on every machine.
 
+The checks of each lesson live in a module of this package (``demo``, ``l01_hardware``, ...); they are found by
+name, so a check cell just says ``checks.row_major_strides(row_major_strides)``.
+
 A check is data plus a judge: fixed inputs (`cases`), the name of the learner's function (`target`), and a `judge`
 that looks at what the function returned and says what is wrong, as a hint that does not give the answer away. The
 same check runs two ways:
@@ -16,6 +19,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from cutecourse import env
 from cutecourse.grading import sandbox
 
 PASS, FAIL, NOT_RUN = "✓", "✗", "–"
@@ -37,7 +41,7 @@ class Check:
 
     def run(self, fn: Callable[..., Any]) -> str:
         if self.gpu is not None:
-            missing = _gpu_missing(self.gpu)
+            missing = env.gpu_missing(self.gpu)
             if missing:
                 return f"{NOT_RUN} {self.name}: not run ({missing})"
         if not callable(fn):
@@ -93,17 +97,6 @@ def _show(case: tuple[Any, ...]) -> str:
     return "(" + ", ".join(short(a) for a in case) + ")"
 
 
-def _gpu_missing(cc: int) -> str | None:
-    """Why this machine cannot run an sm_`cc` check, or None if it can."""
-    from cutecourse import env
-
-    machine = env.probe()
-    if machine.capability is None:
-        return f"needs sm_{cc}; this machine has no GPU"
-    have = machine.capability[0] * 10 + machine.capability[1]
-    return None if have >= cc else f"needs sm_{cc}; this GPU is sm_{have}"
-
-
 def relative_error(got: Any, ref: Any) -> float:
     """‖got − ref‖ / ‖ref‖ in float64; NaN anywhere (an unwritten, poisoned element) gives inf."""
     import numpy as np
@@ -116,58 +109,33 @@ def relative_error(got: Any, ref: Any) -> float:
     return float(np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-300))
 
 
-# ---------------------------------------------------------------------------------------------------------------------
-# Grading demo (tests/grading/demo): one CPU exercise and one GPU kernel exercise.
 
 
-def _row_major_cases() -> list[tuple[Any, ...]]:
-    return [((4, 8),), ((2, 3, 4),), ((5,),), ((1, 7),), ((3, 1, 2, 2),)]
+def _discover() -> dict[str, Check]:
+    import importlib
+    import pkgutil
+
+    found: dict[str, Check] = {}
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        for value in vars(module).values():
+            if isinstance(value, Check):
+                if value.name in found and found[value.name] is not value:
+                    raise RuntimeError(f"two checks are named {value.name!r}; rename one")
+                found[value.name] = value
+    return found
 
 
-def _judge_row_major(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
-    (shape,) = case
-    if not isinstance(value, tuple) or len(value) != len(shape):
-        return f"expected a tuple of {len(shape)} strides, got {value!r}"
-    if any(not isinstance(v, int) for v in value):
-        return f"strides must be ints, got {value!r}"
-    if value[-1] != 1:
-        return f"got {value!r}; in row-major order the last mode is contiguous, so its stride is 1"
-    for i in range(len(shape) - 1):
-        if value[i] != value[i + 1] * shape[i + 1]:
-            return (f"got {value!r}; stepping once along mode {i} must skip a whole row of mode {i + 1}, "
-                    f"i.e. stride[{i}] = stride[{i + 1}] * shape[{i + 1}]")
-    return None
+_registry: dict[str, Check] | None = None
 
 
-row_major_strides = Check("row_major_strides", "row_major_strides", _row_major_cases, _judge_row_major)
-
-
-def _scale_cases() -> list[tuple[Any, ...]]:
-    import numpy as np
-
-    rng = np.random.default_rng(2024)
-    cases = []
-    for n, alpha in ((1, 2.0), (128, -0.5), (1000, 3.25), (4099, 1.5)):
-        x = rng.standard_normal(n).astype(np.float32)
-        cases.append((sandbox.tensor(x), sandbox.poisoned((n,)), alpha))
-    return cases
-
-
-def _judge_scale(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
-    import numpy as np
-
-    x = sandbox.decode(case[0]["$tensor"]["array"]).astype(np.float64)
-    (out,) = outputs
-    if np.isnan(out).any():
-        first = int(np.flatnonzero(np.isnan(out))[0])
-        return f"{int(np.isnan(out).sum())} of {out.size} outputs were never written (the first is out[{first}])"
-    err = relative_error(out, case[2] * x)
-    if err > 1e-6:
-        return f"relative error {err:.2e} against alpha * x (bound 1e-6)"
-    return None
-
-
-scale = Check("scale", "scale", _scale_cases, _judge_scale, gpu=80)
-
-#: Every check by name, for the grader.
-REGISTRY: dict[str, Check] = {c.name: c for c in (row_major_strides, scale)}
+def __getattr__(name: str) -> Any:
+    """``checks.REGISTRY`` (every check by name) and ``checks.<name>``; lesson modules load on first use."""
+    global _registry
+    if _registry is None:
+        _registry = _discover()
+    if name == "REGISTRY":
+        return _registry
+    if name in _registry:
+        return _registry[name]
+    raise AttributeError(f"cutecourse.grading.checks has no check {name!r}")
