@@ -1,7 +1,7 @@
 """The checks that exercise notebooks call. Each prints one deterministic line, the same on every machine.
 
-The checks of each lesson live in a module of this package (``demo``, ``l01_hardware``, ...); they are found by
-name, so a check cell just says ``checks.row_major_strides(row_major_strides)``.
+The checks of each lesson live in a module of this package (``demo``, ``l01_hardware``, ...); all are imported with
+the package and reachable by name, so a check cell just says ``checks.row_major_strides(row_major_strides)``.
 
 A check is data plus a judge: fixed inputs (`cases`), the name of the learner's function (`target`), and a `judge`
 that looks at what the function returned and says what is wrong, as a hint that does not give the answer away. The
@@ -126,16 +126,6 @@ def _discover() -> dict[str, Check]:
     return found
 
 
-_registry: dict[str, Check] | None = None
-
-
-def __getattr__(name: str) -> Any:
-    """``checks.REGISTRY`` (every check by name) and ``checks.<name>``; lesson modules load on first use."""
-    global _registry
-    if _registry is None:
-        _registry = _discover()
-    if name == "REGISTRY":
-        return _registry
-    if name in _registry:
-        return _registry[name]
-    raise AttributeError(f"cutecourse.grading.checks has no check {name!r}")
+#: Every check by name. Discovered at import, so a sandbox that closes file access afterwards still has them all.
+REGISTRY: dict[str, Check] = _discover()
+globals().update(REGISTRY)

@@ -1,0 +1,69 @@
+"""Transpose bandwidth against the device copy, measured in the same run on the same data.
+
+    python benchmarks/transpose.py [--size 8192] [--reps 50]
+
+For each dtype: a device-to-device copy of the matrix (torch), the naive (layouts only) and the smem transpose,
+and torch's own ``x.t().contiguous()``. Bandwidth counts bytes read plus bytes written; the ratio is to the copy.
+Times are medians of CUDA-event timings after a warm-up, over two buffer sets used in turn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+import torch
+from tqdm import tqdm
+
+from cutecourse.kernels.transpose import plan, transpose
+
+
+def median_ms(fn, reps: int) -> float:
+    for _ in range(3):
+        fn(0)
+    times = []
+    for i in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn(i % 2)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", type=int, default=8192)
+    parser.add_argument("--reps", type=int, default=50)
+    args = parser.parse_args()
+    n = args.size
+    rows = []
+    jobs = [(dtype, name) for dtype in (torch.float32, torch.float16, torch.bfloat16)
+            for name in ("copy", "naive", "smem", "torch .t().contiguous()")]
+    for dtype, name in tqdm(jobs, desc="timing"):
+        srcs = [torch.randn(n, n, device="cuda").to(dtype) for _ in range(2)]
+        dsts = [torch.empty(n, n, device="cuda", dtype=dtype) for _ in range(2)]
+        if name == "copy":
+            fn = lambda i: dsts[i].copy_(srcs[i])  # noqa: E731
+        elif name.startswith("torch"):
+            fn = lambda i: dsts[i].copy_(srcs[i].t())  # noqa: E731
+        else:
+            transpose(srcs[0], dsts[0], name)
+            torch.cuda.synchronize()
+            assert torch.equal(dsts[0], srcs[0].t()), f"{name} {dtype}: wrong result"
+            fn = lambda i, v=name: transpose(srcs[i], dsts[i], v)  # noqa: E731
+        ms = median_ms(fn, args.reps)
+        gbs = 2 * n * n * srcs[0].element_size() / ms / 1e6
+        vector = plan(srcs[0], dsts[0], name).vector if name in ("naive", "smem") else ""
+        rows.append((str(dtype).removeprefix("torch."), name, vector, ms, gbs))
+        del srcs, dsts
+    print(f"\n{torch.cuda.get_device_name()}  {n}x{n}  median of {args.reps}")
+    print(f"{'dtype':9} {'kernel':26} {'vec':>3} {'ms':>8} {'GB/s':>8} {'x copy':>7}")
+    copy = {r[0]: r[4] for r in rows if r[1] == "copy"}
+    for dtype, name, vector, ms, gbs in rows:
+        print(f"{dtype:9} {name:26} {vector!s:>3} {ms:8.3f} {gbs:8.0f} {gbs / copy[dtype]:7.3f}")
+
+
+if __name__ == "__main__":
+    main()

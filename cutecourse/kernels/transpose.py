@@ -1,0 +1,212 @@
+"""Transpose ``D = Sᵀ`` of a row-major (M, N) matrix, in two steps.
+
+Step 1, ``naive``: the seed's kernel, made of layouts only. The output is viewed as an (M, N) *column-major* tensor
+(``select`` swaps the modes of its layout), so one coordinate names the same element in both tensors; both are
+tiled 32×32 with ``zipped_divide``, each block takes its tile, and ``local_partition`` over an 8×32 row-major
+thread layout gives each thread 4 elements, copied through registers. Reads are coalesced (a warp reads one row),
+writes are not (a warp writes 32 elements ``M`` apart).
+
+Step 2, ``smem`` (adds a shared-memory tile): each block reads a 64×64 tile with threads along N and writes it with
+threads along M, so both sides are coalesced, and, when the shapes allow, every global access is 128 bits wide.
+The tile passes through shared memory, stored M-contiguous with one element of padding per column: without it all
+threads that write one row of the tile would hit the same bank (the row stride would be a multiple of 32 words).
+
+Both predicate on an identity tensor (``elem_less(coord, shape)``), so any M and N work. Usage::
+
+    out = torch.empty(x.shape[1], x.shape[0], device="cuda", dtype=x.dtype)
+    transpose(x, out)                  # the smem step; transpose(x, out, variant="naive") for step 1
+
+Constraints: 2-D contiguous CUDA tensors, float32/float16/bfloat16, ``out`` of shape (N, M) and the same dtype.
+128-bit accesses need M and N multiples of 16 bytes' worth of elements and 16-byte aligned pointers; otherwise the
+launcher picks scalar accesses (``plan(...)`` says which).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import cutlass
+import cutlass.cute as cute
+
+DTYPES = {"float32": cutlass.Float32, "float16": cutlass.Float16, "bfloat16": cutlass.BFloat16}
+VARIANTS = ("naive", "smem")
+
+
+@dataclass(frozen=True)
+class TransposeConfig:
+    variant: str = "smem"
+    dtype: str = "float32"
+    vector: int = 1  # elements per global access: 128 // bits when aligned, else 1
+    tile: int = 64
+    threads: int = 256
+
+    def __post_init__(self) -> None:
+        if self.variant not in VARIANTS:
+            raise ValueError(f"variant={self.variant!r}; choose one of {VARIANTS}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype={self.dtype!r}; choose one of {tuple(DTYPES)}")
+        if self.tile % self.vector or (self.tile // self.vector) > self.threads:
+            raise ValueError(f"vector={self.vector} does not fit tile={self.tile} with {self.threads} threads")
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Step 1: layouts only (seed 001)
+
+
+@cute.kernel
+def _naive_kernel(gS: cute.Tensor, gDT: cute.Tensor, cS: cute.Tensor, shape: cute.Shape, thr_layout: cute.Layout):
+    tidx, _, _ = cute.arch.thread_idx()
+    bidx, bidy, _ = cute.arch.block_idx()
+    tile = ((None, None), (bidx, bidy))
+    thr_S = cute.local_partition(gS[tile], thr_layout, tidx)  # this thread's elements of the tile
+    thr_DT = cute.local_partition(gDT[tile], thr_layout, tidx)  # the same coordinates in the output
+    thr_c = cute.local_partition(cS[tile], thr_layout, tidx)
+    pred = cute.make_rmem_tensor(thr_c.shape, cutlass.Boolean)
+    for i in cutlass.range_constexpr(cute.size(pred)):
+        pred[i] = cute.elem_less(thr_c[i], shape)
+    rmem = cute.make_fragment_like(thr_S)
+    atom = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), gS.element_type)
+    cute.copy(atom, thr_S, rmem, pred=pred)
+    cute.copy(atom, rmem, thr_DT, pred=pred)  # written as though the output were column-major
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Step 2: through a padded shared-memory tile, coalesced (and vectorized) on both sides
+
+
+@cute.kernel
+def _smem_kernel(gS: cute.Tensor, gDT: cute.Tensor, cS: cute.Tensor, shape: cute.Shape,
+                 load_thr: cute.Layout, load_val: cute.Layout, store_thr: cute.Layout, store_val: cute.Layout,
+                 smem_layout: cute.Layout, vector_bits: cutlass.Constexpr[int]):
+    tidx, _, _ = cute.arch.thread_idx()
+    bidx, bidy, _ = cute.arch.block_idx()
+    tile = ((None, None), (bidx, bidy))
+    tS, tDT, tC = gS[tile], gDT[tile], cS[tile]
+    dtype = gS.element_type
+    sT = cutlass.memory.SmemAllocator().allocate_tensor(dtype, smem_layout, 16)
+    atom = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), dtype, num_bits_per_copy=vector_bits)
+
+    # Read the tile with threads along N (the input's contiguous mode) and park it in shared memory.
+    thr_load = cute.make_tiled_copy_tv(atom, load_thr, load_val).get_slice(tidx)
+    tSg, tSs, tSc = thr_load.partition_S(tS), thr_load.partition_D(sT), thr_load.partition_S(tC)
+    regs = cute.make_fragment_like(tSg)
+    cute.copy(atom, tSg, regs, pred=_per_vector(tSc, shape))
+    cute.autovec_copy(regs, tSs)
+    cute.arch.sync_threads()
+
+    # Write it with threads along M (the output's contiguous mode), reading shared memory column-wise.
+    thr_store = cute.make_tiled_copy_tv(atom, store_thr, store_val).get_slice(tidx)
+    tDs, tDg, tDc = thr_store.partition_S(sT), thr_store.partition_D(tDT), thr_store.partition_D(tC)
+    out = cute.make_fragment_like(tDg)
+    cute.autovec_copy(tDs, out)
+    cute.copy(atom, out, tDg, pred=_per_vector(tDc, shape))
+
+
+def _per_vector(coords: cute.Tensor, shape: cute.Shape) -> cute.Tensor:
+    """One predicate per copy-atom (per vector): is its first element inside `shape`? Whole vectors are in or out,
+    because the launcher uses vectors only when M and N are multiples of the vector width."""
+    pred = cute.make_rmem_tensor(cute.make_layout((1, *coords.shape[1:])), cutlass.Boolean)
+    firsts = cute.group_modes(coords, 1, cute.rank(coords))  # (vector, every vector of this thread)
+    for i in range(cute.size(pred)):  # a plain helper is not rewritten by the DSL: this loop unrolls at trace time
+        pred[i] = cute.elem_less(firsts[(0, i)], shape)
+    return pred
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Host code
+
+
+@cute.jit
+def host(mS: cute.Tensor, mD: cute.Tensor, stream: Any, variant: cutlass.Constexpr[str],
+         tile: cutlass.Constexpr[int], threads: cutlass.Constexpr[int], vector: cutlass.Constexpr[int]):
+    """Launch step `variant` on S (M, N) row-major and D (N, M) row-major."""
+    # Dᵀ as an (M, N) tensor: the same memory, the modes of D's layout swapped (column-major in M, N).
+    mDT = cute.make_tensor(mD.iterator, cute.select(mD.layout, mode=[1, 0]))
+    tiler = (tile, tile)
+    gS, gDT = cute.zipped_divide(mS, tiler), cute.zipped_divide(mDT, tiler)
+    cS = cute.zipped_divide(cute.make_identity_tensor(mS.shape), tiler)
+    grid = (cute.size(gS, mode=[1, 0]), cute.size(gS, mode=[1, 1]), 1)
+    if cutlass.const_expr(variant == "naive"):
+        thr_layout = cute.make_ordered_layout((threads // tile, tile), order=(1, 0))
+        _naive_kernel(gS, gDT, cS, mS.shape, thr_layout).launch(grid=grid, block=(threads, 1, 1), stream=stream)
+    else:
+        lanes = tile // vector  # threads per row of 128-bit (or scalar) accesses
+        load_thr = cute.make_ordered_layout((threads // lanes, lanes), order=(1, 0))
+        load_val = cute.make_ordered_layout((1, vector), order=(1, 0))
+        store_thr = cute.make_ordered_layout((lanes, threads // lanes), order=(0, 1))
+        store_val = cute.make_ordered_layout((vector, 1), order=(0, 1))
+        smem_layout = cute.make_layout((tile, tile), stride=(1, tile + 1))  # M-contiguous, one element of padding
+        bits = vector * mS.element_type.width
+        _smem_kernel(gS, gDT, cS, mS.shape, load_thr, load_val, store_thr, store_val, smem_layout, bits).launch(
+            grid=grid, block=(threads, 1, 1), stream=stream)
+
+
+def fake_args(config: TransposeConfig) -> tuple[Any, ...]:
+    """Arguments to compile `host` without a GPU: symbolic M and N (multiples of `vector`), a fake stream."""
+    from cutlass.cute.runtime import make_fake_compact_tensor, make_fake_stream
+
+    m, n = cute.sym_int(divisibility=config.vector), cute.sym_int(divisibility=config.vector)
+    dtype = DTYPES[config.dtype]
+    align = config.vector * dtype.width // 8
+    return (make_fake_compact_tensor(dtype, (m, n), stride_order=(1, 0), assumed_align=align),
+            make_fake_compact_tensor(dtype, (n, m), stride_order=(1, 0), assumed_align=align),
+            make_fake_stream())
+
+
+def compile_kwargs(config: TransposeConfig) -> dict[str, Any]:
+    tile = 32 if config.variant == "naive" else config.tile
+    return {"variant": config.variant, "tile": tile, "threads": config.threads, "vector": config.vector}
+
+
+@lru_cache(maxsize=None)
+def _compiled(config: TransposeConfig) -> Any:
+    return cute.compile(host, *fake_args(config), **compile_kwargs(config))
+
+
+def plan(src: Any, dst: Any, variant: str = "smem") -> TransposeConfig:
+    """Validate the tensors and choose the configuration (vector width) the launcher will use."""
+    import torch
+
+    for name, t in (("src", src), ("dst", dst)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if not t.is_cuda:
+            raise ValueError(f"{name} is on {t.device}; move it to the GPU: {name}.cuda()")
+        if t.dim() != 2:
+            raise ValueError(f"{name} must be 2-D, got shape {tuple(t.shape)}")
+        if not t.is_contiguous():
+            raise ValueError(f"{name} has strides {t.stride()}; pass a row-major tensor: {name}.contiguous()")
+    dtype = str(src.dtype).removeprefix("torch.")
+    if dtype not in DTYPES:
+        raise ValueError(f"src has dtype {src.dtype}; supported: float32, float16, bfloat16")
+    if dst.dtype != src.dtype:
+        raise ValueError(f"dst has dtype {dst.dtype} but src has {src.dtype}: allocate dst with dtype=src.dtype")
+    m, n = src.shape
+    if tuple(dst.shape) != (n, m):
+        raise ValueError(f"dst has shape {tuple(dst.shape)}; the transpose of {(m, n)} is {(n, m)}: "
+                         f"torch.empty({n}, {m}, dtype=src.dtype, device=src.device)")
+    if src.device != dst.device:
+        raise ValueError(f"src is on {src.device} and dst on {dst.device}; put both on one GPU")
+    if max(m, n) >= 2**31 or m * n >= 2**31:
+        raise ValueError(f"shape {(m, n)} has 2**31 or more elements; split it (the kernels index with 32 bits)")
+    vector = 128 // (src.element_size() * 8)
+    aligned = (variant == "smem" and m % vector == 0 and n % vector == 0
+               and src.data_ptr() % 16 == 0 and dst.data_ptr() % 16 == 0)
+    return TransposeConfig(variant=variant, dtype=dtype, vector=vector if aligned else 1)
+
+
+def transpose(src: Any, dst: Any, variant: str = "smem") -> Any:
+    """``dst = src.T`` on the GPU with step `variant` ("naive" or "smem"); returns dst."""
+    import cuda.bindings.driver as cuda
+    import torch
+    from cutlass.cute.runtime import from_dlpack
+
+    config = plan(src, dst, variant)
+    if src.numel() == 0:
+        return dst
+    align = config.vector * src.element_size()
+    stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
+    _compiled(config)(from_dlpack(src, assumed_align=align), from_dlpack(dst, assumed_align=align), stream)
+    return dst

@@ -1,0 +1,214 @@
+"""Shared-memory bank maps and the wavefront count of one warp-wide access.
+
+The model (NVIDIA GPUs since Volta): shared memory has 32 banks of 4 bytes; byte address ``a`` lives in bank
+``(a // 4) % 32``. One instruction is served in *phases*: a group of threads whose requests together are at most
+128 bytes (the whole warp for 4-byte accesses, half a warp for 8-byte, a quarter warp for 16-byte, the 8 row
+addresses of one ``ldmatrix`` 8x8 matrix). A phase takes as many *wavefronts* as the largest number of distinct
+4-byte words it touches in any one bank (threads reading the same word share it). The instruction's cost is the
+sum over its phases; a conflict-free access takes one wavefront per 128 bytes.
+
+An access is either an :class:`Access` (a pattern placed on the layout's logical 2-D tile for an element width)
+or explicit phases: a list of phases, each a list of the element coordinates read or written in it.
+
+>>> from cutecourse.layout import parse_layout
+>>> wavefronts(parse_layout("(8,64):(64,1)"), 16, LDMATRIX_8x8)  # 8 rows, all in banks 0-3
+8
+>>> wavefronts(parse_layout("S<3,3,3> o 0 o (8,64):(64,1)"), 16, LDMATRIX_8x8)  # swizzled: conflict-free
+1
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Optional, Sequence, Union
+
+from cutecourse.layout import ComposedLayout, Layout
+from cutecourse.layout.inttuple import product, to_str
+
+from .grid import Cell, cell_size, draw_grid
+from .layout import LayoutLike, as_layout, grid_modes
+from .svg import Canvas, Picture, check_size
+
+__all__ = ["Access", "LDMATRIX_8x8", "WARP_128BIT_STORE", "bank_of", "wavefronts", "bank_map", "access_phases"]
+
+BANKS, BANK_BYTES, WAVEFRONT_BYTES = 32, 4, 128
+ELEMENT_BITS = (8, 16, 32, 64, 128)
+Coord = Union[int, tuple]
+Phases = Sequence[Sequence[Coord]]
+
+
+@dataclass(frozen=True)
+class Access:
+    """A warp's shared-memory instruction: ``threads`` threads each move ``bytes_per_thread`` contiguous bytes.
+
+    Each thread's bytes are ``bytes_per_thread * 8 // element_bits`` elements along one row (mode 1) of the
+    layout's tile. ``pattern`` says where thread ``t`` starts:
+
+    - ``"rows"``: at row ``t``, column 0 (each thread gives one row address, as for ``ldmatrix``);
+    - ``"row_major"``: at element ``t * vec`` of the tile in row-major order (a warp sweeping a row-major tile).
+
+    Threads are served in phases of ``128 // bytes_per_thread`` (see the module docstring).
+
+    >>> Access("ld.shared.b32", threads=32, bytes_per_thread=4, pattern="row_major").threads_per_phase
+    32
+    """
+
+    name: str
+    threads: int
+    bytes_per_thread: int
+    pattern: str
+
+    def __post_init__(self) -> None:
+        if self.bytes_per_thread not in (1, 2, 4, 8, 16):
+            raise ValueError(f"Access: bytes_per_thread must be 1, 2, 4, 8 or 16, got {self.bytes_per_thread}")
+        if self.pattern not in ("rows", "row_major"):
+            raise ValueError(f"Access: pattern must be 'rows' or 'row_major', got {self.pattern!r}")
+        if not 1 <= self.threads <= 32:
+            raise ValueError(f"Access: threads must be 1..32 (one warp), got {self.threads}")
+
+    @property
+    def threads_per_phase(self) -> int:
+        return min(32, WAVEFRONT_BYTES // self.bytes_per_thread)
+
+
+LDMATRIX_8x8 = Access("ldmatrix 8x8 (8 rows of 16 bytes)", threads=8, bytes_per_thread=16, pattern="rows")
+"""One ``ldmatrix`` 8x8 matrix: 8 threads each give a row address; 16 bytes per row; one phase."""
+
+WARP_128BIT_STORE = Access("warp 128-bit stores", threads=32, bytes_per_thread=16, pattern="row_major")
+"""32 threads each store 16 contiguous bytes, sweeping the tile row by row; 4 phases of 8 threads."""
+
+
+def _check_bits(element_bits: int, fn: str) -> None:
+    if element_bits not in ELEMENT_BITS:
+        raise ValueError(f"{fn}: element_bits must be one of {ELEMENT_BITS}, got {element_bits!r} "
+                         f"(16 for fp16/bf16, 32 for fp32)")
+
+
+def access_phases(access: Union[Access, Phases], rows: int, cols: int, element_bits: int,
+                  fn: str = "access_phases") -> list[list[tuple[int, int]]]:
+    """The ``(row, col)`` element coordinates of each phase of ``access`` on a ``rows x cols`` tile.
+
+    >>> access_phases(LDMATRIX_8x8, 8, 64, 32)[0][:5]  # 32-bit elements: 4 per thread
+    [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0)]
+    """
+    if not isinstance(access, Access):
+        return [[c if isinstance(c, tuple) else (0, c) for c in phase] for phase in access]
+    if access.bytes_per_thread * 8 % element_bits:
+        raise ValueError(f"{fn}: {access.name} moves {access.bytes_per_thread} bytes per thread, not a whole "
+                         f"number of {element_bits}-bit elements; use a smaller element_bits")
+    vec = access.bytes_per_thread * 8 // element_bits
+    starts = ([(t, 0) for t in range(access.threads)] if access.pattern == "rows"
+              else [divmod(t * vec, cols) for t in range(access.threads)])
+    last_row, last_col = max(r for r, _ in starts), max(k for _, k in starts) + vec - 1
+    if last_row >= rows or last_col >= cols:
+        raise ValueError(f"{fn}: {access.name} needs a tile of at least {last_row + 1} rows x {last_col + 1} "
+                         f"columns of {element_bits}-bit elements, the layout has {rows}x{cols}; use a bigger "
+                         f"layout or another access")
+    per = access.threads_per_phase
+    threads = [[(r, k + j) for j in range(vec)] for r, k in starts]
+    return [sum(threads[p:p + per], []) for p in range(0, len(threads), per)]
+
+
+def bank_of(offset: int, element_bits: int) -> int:
+    """The bank of the element at ``offset`` (in elements): ``(offset * bytes // 4) % 32``.
+
+    >>> bank_of(64, 16), bank_of(3, 32)
+    (0, 3)
+    """
+    return (offset * element_bits // 8 // BANK_BYTES) % BANKS
+
+
+def _words(offset: int, element_bits: int) -> range:
+    start = offset * element_bits // 8
+    return range(start // BANK_BYTES, (start + max(1, element_bits // 8) - 1) // BANK_BYTES + 1)
+
+
+def _eval(L: Union[Layout, ComposedLayout], rows_shape: object, r: int, k: int) -> int:
+    return L(k) if rows_shape == 1 else L((r, k))
+
+
+def _phase_cost(L: Union[Layout, ComposedLayout], rows_shape: object, phase: Sequence[tuple[int, int]],
+                element_bits: int) -> int:
+    words = {w for r, k in phase for w in _words(_eval(L, rows_shape, r, k), element_bits)}
+    per_bank = Counter(w % BANKS for w in words)
+    return max(per_bank.values(), default=0)
+
+
+def _prepare(layout: LayoutLike, element_bits: int, fn: str):
+    L = as_layout(layout, fn, "layout")
+    _check_bits(element_bits, fn)
+    rows_shape, cols_shape = grid_modes(L, fn)
+    return L, rows_shape, cols_shape, product(rows_shape), product(cols_shape)
+
+
+def wavefronts(layout: LayoutLike, element_bits: int, access: Union[Access, Phases]) -> int:
+    """The number of shared-memory wavefronts ``access`` takes on ``layout`` (module docstring: the model).
+
+    ``layout`` maps a logical ``(row, col)`` coordinate to an element offset in shared memory (a Layout, a
+    swizzled ComposedLayout, or their text); ``element_bits`` is the element width.
+
+    >>> from cutecourse.layout import parse_layout
+    >>> wavefronts(parse_layout("(8,64):(64,1)"), 16, WARP_128BIT_STORE)  # 4 phases, each one contiguous row
+    4
+    >>> wavefronts(parse_layout("(8,64):(1,8)"), 16, WARP_128BIT_STORE)  # column-major: 8-way conflicts
+    32
+    """
+    L, rows_shape, _, rows, cols = _prepare(layout, element_bits, "viz.wavefronts")
+    phases = access_phases(access, rows, cols, element_bits, "viz.wavefronts")
+    return sum(_phase_cost(L, rows_shape, p, element_bits) for p in phases)
+
+
+def _ideal(phases: list[list[tuple[int, int]]], element_bits: int) -> int:
+    return sum(-(-len(set(p)) * element_bits // (8 * WAVEFRONT_BYTES)) for p in phases)
+
+
+def bank_colour(bank: int) -> str:
+    """The fill of a bank: 32 hues round the colour wheel, alternating lightness so neighbours differ."""
+    return f"hsl({bank * 360 // BANKS},65%,{70 + 10 * (bank % 2)}%)"
+
+
+def bank_map(layout: LayoutLike, element_bits: int = 16, access: Optional[Union[Access, Phases]] = None,
+             title: Optional[str] = None) -> Picture:
+    """Draw the bank of every element of a shared-memory ``layout``; with ``access``, its cells and cost.
+
+    Each cell shows the bank of ``layout(row, col)`` for ``element_bits``-wide elements, coloured by bank.
+    Cells ``access`` touches get a thick outline (the others are faded), and the picture states the
+    wavefronts it takes next to the conflict-free ideal.
+
+    >>> p = bank_map("S<3,3,3> o 0 o (8,64):(64,1)", 16, LDMATRIX_8x8)
+    >>> 'data-wavefronts="1"' in p.svg, p.svg.count('class="cell strong"')
+    (True, 64)
+    """
+    L, rows_shape, cols_shape, rows, cols = _prepare(layout, element_bits, "viz.bank_map")
+    check_size(rows * cols, f"layout {L}", "viz.bank_map")
+    touched: set[tuple[int, int]] = set()
+    cost = ideal = 0
+    note = ""
+    if access is not None:
+        phases = access_phases(access, rows, cols, element_bits, "viz.bank_map")
+        touched = {c for p in phases for c in p}
+        cost = sum(_phase_cost(L, rows_shape, p, element_bits) for p in phases)
+        ideal = _ideal(phases, element_bits)
+        name = access.name if isinstance(access, Access) else "access"
+        verdict = "conflict-free" if cost <= ideal else f"{cost / ideal:g}x the ideal"
+        note = f"{name}: {cost} wavefront{'s' * (cost != 1)} (ideal {ideal}, {verdict})"
+
+    def cell(r: int, k: int) -> Cell:
+        off = _eval(L, rows_shape, r, k)
+        crd = k if rows_shape == 1 else (r, k)
+        b = bank_of(off, element_bits)
+        return Cell(str(b), bank_colour(b), f"{to_str(crd)} → offset {off}, bank {b}",
+                    {"crd": to_str(crd), "idx": str(off), "bank": str(b)},
+                    strong=(r, k) in touched, faded=bool(touched) and (r, k) not in touched)
+
+    cw = cell_size(cols, 2, font=10)
+    top = 66 if note else 48
+    c = Canvas(max(34 + cols * cw + 12, 520), top + rows * cw + 12)
+    c.text(34, 14, title if title is not None else f"banks of {L}, {element_bits}-bit elements", size=13,
+           anchor="start", cls="title", weight="bold")
+    if note:
+        c.raw(f'<g class="wavefronts" data-wavefronts="{cost}" data-ideal="{ideal}"></g>')
+        c.text(34, 34, note, size=12, anchor="start", cls="wavefront-note")
+    draw_grid(c, 34, top, rows_shape, cols_shape, cw, cw, cell, font=10)
+    return Picture(c.finish(), title or f"banks of {L}")

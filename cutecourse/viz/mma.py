@@ -1,0 +1,84 @@
+"""Pictures of an MMA atom: the A, B and C register fragments laid around the product, like ``print_latex_mma``.
+
+A (M x K) sits left, B (drawn K x N) on top, C (M x N) bottom right, so each C cell lines up with the A row and
+the B column it is the dot product of. Each cell reads ``T<t> V<v>``: lane ``t`` holds it in register value ``v``.
+The layouts are CuTe's ``MMA_Traits`` (``mma_traits_sm80.hpp``): ``(thread, value) -> m + k*M`` for A,
+``n + k*N`` for B and ``m + n*M`` for C.
+
+>>> p = mma_atom("SM80_16x8x16_F16")
+>>> p.svg.count('class="cell"')  # 16*16 A + 8*16 B + 16*8 C
+512
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cutecourse.layout import Layout
+
+from .layout import draw_tv
+from .svg import Canvas, Picture
+
+__all__ = ["MmaAtom", "MMA_ATOMS", "mma_atom"]
+
+
+@dataclass(frozen=True)
+class MmaAtom:
+    """An MMA instruction's shape and its A, B, C thread-value layouts (32 lanes)."""
+
+    name: str
+    shape_mnk: tuple[int, int, int]
+    a_layout: Layout
+    b_layout: Layout
+    c_layout: Layout
+
+
+# CuTe's names: SM80_16x8_Row etc. in mma_traits_sm80.hpp.
+_SM80_16x8_ROW = Layout(((4, 8), (2, 2)), ((32, 1), (16, 8)))
+_SM80_16x16_ROW = Layout(((4, 8), (2, 2, 2)), ((32, 1), (16, 8, 128)))
+_SM80_8x8_ROW = Layout(((4, 8), 2), ((16, 1), 8))
+_SM80_8x16_ROW = Layout(((4, 8), (2, 2)), ((16, 1), (8, 64)))
+
+
+def _atoms() -> dict[str, MmaAtom]:
+    k16 = (16, 8, 16), _SM80_16x16_ROW, _SM80_8x16_ROW, _SM80_16x8_ROW
+    k8 = (16, 8, 8), _SM80_16x8_ROW, _SM80_8x8_ROW, _SM80_16x8_ROW
+    # The C layout is the same whether the accumulator is F16 or F32, so the aliases share one drawing.
+    table = {"SM80_16x8x16_F16": k16, "SM80_16x8x16_BF16": k16, "SM80_16x8x16_F32F16F16F32_TN": k16,
+             "SM80_16x8x16_F16F16F16F16_TN": k16, "SM80_16x8x16_F32BF16BF16F32_TN": k16,
+             "SM80_16x8x8_F16": k8, "SM80_16x8x8_F16F16F16F16_TN": k8, "SM80_16x8x8_F32F16F16F32_TN": k8}
+    return {name: MmaAtom(name, *spec) for name, spec in table.items()}
+
+
+MMA_ATOMS: dict[str, MmaAtom] = _atoms()
+"""The atoms :func:`mma_atom` can draw, by name (short names and CuTe's full ``..._TN`` names)."""
+
+
+def mma_atom(atom: str = "SM80_16x8x16_F16", title: str | None = None) -> "Picture":
+    """Draw an MMA atom: A (M x K) left, B (K x N) above, C (M x N) below B, each cell ``T<t> V<v>``.
+
+    ``atom`` is a name from :data:`MMA_ATOMS`, e.g. ``"SM80_16x8x16_F16"`` (``mma.sync.m16n8k16``).
+
+    >>> mma_atom("SM80_16x8x8_F16").title
+    'SM80_16x8x8_F16'
+    """
+    if atom not in MMA_ATOMS:
+        raise ValueError(f"viz.mma_atom: atom={atom!r} is not known; use one of {sorted(MMA_ATOMS)}")
+    a = MMA_ATOMS[atom]
+    M, N, K = a.shape_mnk
+    cw, ch, gap, top = 46.0, 22.0, 34.0, 40.0
+    ax, by = 30.0, top + 16
+    cx, cy = ax + K * cw + gap, by + K * ch + gap
+    c = Canvas(cx + N * cw + 12, cy + M * ch + 30)
+    c.text(ax, 14, title if title is not None else f"{atom}: C[{M}x{N}] += A[{M}x{K}] · B[{K}x{N}]", size=13,
+           anchor="start", cls="title", weight="bold")
+    for label, x, y in (("A (M×K)", ax, cy - 26), ("B (K×N)", cx, by - 26), ("C (M×N)", cx, cy + M * ch + 14)):
+        c.text(x, y, label, size=12, anchor="start", cls="fragment-label", weight="bold")
+    c.raw('<g class="fragment" data-name="A">')
+    draw_tv(c, ax, cy, a.a_layout, (M, K), cw, ch, "viz.mma_atom")
+    c.raw('</g><g class="fragment" data-name="B">')
+    draw_tv(c, cx, by, a.b_layout, (N, K), cw, ch, "viz.mma_atom", transpose=True)
+    c.raw('</g><g class="fragment" data-name="C">')
+    draw_tv(c, cx, cy, a.c_layout, (M, N), cw, ch, "viz.mma_atom")
+    c.raw("</g>")
+    return Picture(c.finish(), atom)

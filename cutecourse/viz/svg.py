@@ -1,0 +1,129 @@
+"""A tiny SVG builder and the :class:`Picture` every ``cutecourse.viz`` function returns.
+
+No dependencies: a picture is a string of SVG text that displays inline in Jupyter and saves to a file.
+
+>>> p = Picture(Canvas(40, 20).rect(0, 0, 40, 20, fill="#fff").finish())
+>>> p.svg.startswith("<svg") and "<rect" in p.svg
+True
+"""
+
+from __future__ import annotations
+
+from html import escape
+from pathlib import Path
+from typing import Union
+
+__all__ = ["Canvas", "Picture", "MAX_CELLS", "check_size", "thread_colour", "index_colour"]
+
+MAX_CELLS = 4096
+"""The most cells one picture draws; bigger layouts raise ValueError (draw a tile instead)."""
+
+# Colour-blind-friendly, light enough for black text (after Paul Tol's "light" scheme).
+_PALETTE = ("#77AADD", "#EE8866", "#EEDD88", "#FFAABB", "#99DDFF", "#44BB99", "#BBCC33", "#DDDDDD",
+            "#AAAA00", "#CCBBEE", "#F4A582", "#92C5DE")
+
+# Hovering a cell thickens its outline; `<title>` children give the browser's tooltip.
+_STYLE = ("<style>.cell:hover rect{stroke:#000;stroke-width:3}"
+          "text{font-family:ui-monospace,Menlo,Consolas,monospace;pointer-events:none}</style>")
+
+
+def index_colour(i: int) -> str:
+    """The default fill of the cell holding index ``i`` (cycles through 12 colours)."""
+    return _PALETTE[i % len(_PALETTE)]
+
+
+def thread_colour(t: int) -> str:
+    """The fill of thread ``t``'s cells: 8 hues like CuTe's ``print_latex``, lighter for each next 8 threads."""
+    hue = (t % 8) * 45
+    light = 72 + 6 * ((t // 8) % 4)
+    return f"hsl({hue},70%,{light}%)"
+
+
+def check_size(cells: int, what: str, fn: str) -> None:
+    """Raise ValueError when a picture would need more than :data:`MAX_CELLS` cells."""
+    if cells > MAX_CELLS:
+        raise ValueError(f"{fn}: {what} has {cells} cells, more than the drawing limit of {MAX_CELLS}; "
+                         f"draw one tile of it instead (e.g. a slice, or a smaller shape)")
+
+
+class Canvas:
+    """Collects SVG elements; :meth:`finish` returns the document.
+
+    Coordinates are pixels, y down. Every method returns the canvas, so calls chain.
+    """
+
+    def __init__(self, width: float, height: float) -> None:
+        self.width, self.height = width, height
+        self._parts: list[str] = []
+
+    def rect(self, x: float, y: float, w: float, h: float, fill: str = "none", stroke: str = "#000",
+             stroke_width: float = 1, cls: str = "") -> "Canvas":
+        c = f' class="{cls}"' if cls else ""
+        self._parts.append(f'<rect{c} x="{x:g}" y="{y:g}" width="{w:g}" height="{h:g}" fill="{fill}" '
+                           f'stroke="{stroke}" stroke-width="{stroke_width:g}"/>')
+        return self
+
+    def line(self, x1: float, y1: float, x2: float, y2: float, width: float = 1, cls: str = "group",
+             colour: str = "#000") -> "Canvas":
+        self._parts.append(f'<line class="{cls}" x1="{x1:g}" y1="{y1:g}" x2="{x2:g}" y2="{y2:g}" '
+                           f'stroke="{colour}" stroke-width="{width:g}"/>')
+        return self
+
+    def text(self, x: float, y: float, s: str, size: float = 12, anchor: str = "middle", cls: str = "",
+             weight: str = "normal") -> "Canvas":
+        c = f' class="{cls}"' if cls else ""
+        self._parts.append(f'<text{c} x="{x:g}" y="{y:g}" font-size="{size:g}" text-anchor="{anchor}" '
+                           f'dominant-baseline="central" font-weight="{weight}">{escape(s)}</text>')
+        return self
+
+    def cell(self, x: float, y: float, w: float, h: float, label: str, fill: str, tooltip: str,
+             data: dict[str, str], size: float = 11, stroke_width: float = 0.5, cls: str = "cell",
+             opacity: float = 1.0) -> "Canvas":
+        """One labelled box in a ``<g class="cell">`` whose ``<title>`` is the hover text."""
+        attrs = "".join(f' data-{k}="{escape(v)}"' for k, v in data.items())
+        op = f' opacity="{opacity:g}"' if opacity != 1.0 else ""
+        self._parts.append(f'<g class="{cls}"{attrs}{op}><title>{escape(tooltip)}</title>')
+        self.rect(x, y, w, h, fill=fill, stroke_width=stroke_width)
+        self.text(x + w / 2, y + h / 2, label, size=size)
+        self._parts.append("</g>")
+        return self
+
+    def raw(self, svg: str) -> "Canvas":
+        """Append already-built SVG (a nested picture, for side-by-side figures)."""
+        self._parts.append(svg)
+        return self
+
+    def finish(self) -> str:
+        return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{self.width:g}" height="{self.height:g}" '
+                f'viewBox="0 0 {self.width:g} {self.height:g}">{_STYLE}'
+                f'<rect width="100%" height="100%" fill="#fff"/>' + "".join(self._parts) + "</svg>")
+
+
+class Picture:
+    """SVG text that Jupyter draws inline; ``.svg`` is the text, ``.save(path)`` writes it.
+
+    Jupyter gets both ``image/svg+xml`` and ``text/html``: JupyterLab shows SVG outputs as images, where hover
+    tooltips do not work, so the HTML form (the same SVG, inline) is what keeps ``coordinate → index`` on hover.
+
+    >>> Picture("<svg/>").save  # doctest: +ELLIPSIS
+    <bound method Picture.save of <Picture ...>>
+    """
+
+    def __init__(self, svg: str, title: str = "") -> None:
+        self.svg = svg
+        self.title = title
+
+    def save(self, path: Union[str, Path]) -> Path:
+        """Write the SVG to ``path`` (conventionally ``*.svg``) and return the path."""
+        path = Path(path)
+        path.write_text(self.svg, encoding="utf-8")
+        return path
+
+    def _repr_svg_(self) -> str:
+        return self.svg
+
+    def _repr_html_(self) -> str:
+        return f'<div class="cutecourse-viz">{self.svg}</div>'
+
+    def __repr__(self) -> str:
+        return f"<Picture {self.title or 'untitled'}: {len(self.svg)} characters of SVG>"

@@ -1,0 +1,205 @@
+"""The SVG pictures parse as XML, hold one cell per element, and carry the right labels, colours and counts."""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import subprocess
+import sys
+import textwrap
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from cutecourse import viz
+from cutecourse.layout import make_layout, make_layout_tv, parse_layout
+from cutecourse.viz import banks, grid, mma, svg
+
+viz_layout = importlib.import_module("cutecourse.viz.layout")  # the package's `layout` is the function
+
+NS = "{http://www.w3.org/2000/svg}"
+
+
+def cells(picture) -> list[ET.Element]:
+    root = ET.fromstring(picture.svg)
+    return [g for g in root.iter(f"{NS}g") if "cell" in g.get("class", "").split()]
+
+
+def label(g: ET.Element) -> str:
+    return g.find(f"{NS}text").text
+
+
+def fill(g: ET.Element) -> str:
+    return g.find(f"{NS}rect").get("fill")
+
+
+def by_crd(picture) -> dict[str, str]:
+    return {g.get("data-crd"): label(g) for g in cells(picture)}
+
+
+@pytest.mark.parametrize("module", [svg, grid, viz_layout, mma, banks, viz])
+def test_docstring_examples_run(module):
+    result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0 and result.attempted > 0
+
+
+def test_layout_has_one_cell_per_coordinate_labelled_with_its_index():
+    L = make_layout((4, 8), stride=(8, 1))
+    got = by_crd(viz.layout(L))
+    assert len(got) == 32
+    assert got == {f"({r},{c})": str(L((r, c))) for r in range(4) for c in range(8)}
+
+
+def test_a_different_layout_gives_different_labels():
+    row_major = by_crd(viz.layout("(4,8):(8,1)"))
+    col_major = by_crd(viz.layout("(4,8):(1,4)"))
+    assert row_major.keys() == col_major.keys() and row_major != col_major
+    assert row_major["(1,0)"] == "8" and col_major["(1,0)"] == "1"
+
+
+def test_rank1_layout_draws_one_row():
+    pic = viz.layout(make_layout(8, stride=2))
+    assert [label(g) for g in cells(pic)] == [str(2 * i) for i in range(8)]
+    ys = {g.find(f"{NS}rect").get("y") for g in cells(pic)}
+    assert len(ys) == 1
+
+
+def test_hierarchical_modes_get_grouping_lines():
+    root = ET.fromstring(viz.layout("((2,2),(2,4)):((1,8),(2,16))").svg)
+    groups = [ln for ln in root.iter(f"{NS}line") if ln.get("class") == "group"]
+    assert len(groups) == 1 + 3  # a line after row 2; after columns 2, 4, 6
+    flat = ET.fromstring(viz.layout("(4,8):(1,4)").svg)
+    assert not [ln for ln in flat.iter(f"{NS}line") if ln.get("class") == "group"]
+
+
+def test_cells_are_coloured_by_index_or_by_a_colour_function():
+    default = cells(viz.layout("(2,2):(1,2)"))
+    assert [fill(g) for g in default] == [svg.index_colour(int(label(g))) for g in default]
+    custom = cells(viz.layout("(2,2):(1,2)", color=lambda i: "red" if i % 2 else "blue"))
+    assert {label(g): fill(g) for g in custom} == {"0": "blue", "1": "red", "2": "blue", "3": "red"}
+
+
+def test_hover_text_maps_coordinate_to_index():
+    g = next(g for g in cells(viz.layout("(4,8):(8,1)")) if g.get("data-crd") == "(1,2)")
+    assert g.find(f"{NS}title").text == "(1,2) → 10"
+
+
+def test_swizzled_layout_draws_swizzled_indices():
+    L = parse_layout("S<1,0,1> o 0 o 4:1")
+    assert [label(g) for g in cells(viz.layout(L))] == ["0", "1", "3", "2"]
+
+
+def test_picture_saves_and_displays_inline(tmp_path):
+    pic = viz.layout("(2,2):(2,1)")
+    path = pic.save(tmp_path / "l.svg")
+    assert path.read_text() == pic.svg == pic._repr_svg_()
+    assert pic.svg in pic._repr_html_()
+    ET.fromstring(pic._repr_html_())
+
+
+def test_too_large_or_high_rank_layouts_are_refused_with_the_fix():
+    with pytest.raises(ValueError, match=r"8192 cells, more than the drawing limit of 4096"):
+        viz.layout(make_layout((64, 128)))
+    with pytest.raises(ValueError, match="group_modes"):
+        viz.layout(make_layout((2, 2, 2)))
+    with pytest.raises(ValueError, match="does not parse"):
+        viz.layout("(4,8:(8,1)")
+
+
+def test_tv_layout_labels_each_tile_cell_with_thread_and_value():
+    tiler_mn, tv = make_layout_tv(make_layout((4, 8), stride=(8, 1)), make_layout((1, 4)))
+    pic = viz.tv_layout(tv, tiler_mn)
+    got = cells(pic)
+    assert len(got) == 4 * 32
+    M = tiler_mn[0]
+    for t in range(32):
+        for v in range(4):
+            i = tv((t, v))
+            g = next(g for g in got if g.get("data-crd") == f"({i % M},{i // M})")
+            assert label(g) == f"T{t} V{v}" and fill(g) == svg.thread_colour(t)
+    assert viz.tv_layout(*make_layout_tv(make_layout((4, 8), stride=(8, 1)), make_layout((1, 4)))[::-1]).svg == pic.svg
+
+
+def test_tv_layout_explains_a_swapped_argument_order():
+    tiler_mn, tv = make_layout_tv(make_layout((4, 8)), make_layout((1, 4)))
+    with pytest.raises(ValueError, match=r"tv_layout\(layout_tv, tiler_mn\)"):
+        viz.tv_layout(tiler_mn, tv)
+
+
+def test_mma_atom_places_a_b_c_fragments_with_ptx_ownership():
+    root = ET.fromstring(viz.mma_atom("SM80_16x8x16_F16").svg)
+    frags = {f.get("data-name"): [g for g in f.iter(f"{NS}g") if g.get("class") == "cell"]
+             for f in root.iter(f"{NS}g") if f.get("class") == "fragment"}
+    assert {k: len(v) for k, v in frags.items()} == {"A": 256, "B": 128, "C": 128}
+    # PTX m16n8k16: lane l holds A[l/4][2(l%4)], B[k=2(l%4)][n=l/4], C[l/4][2(l%4)] as its first value.
+    for lane in (0, 5, 31):
+        r, c = lane // 4, 2 * (lane % 4)
+        a = {g.get("data-crd"): label(g) for g in frags["A"]}
+        b = {g.get("data-crd"): label(g) for g in frags["B"]}
+        cc = {g.get("data-crd"): label(g) for g in frags["C"]}
+        assert a[f"({r},{c})"] == cc[f"({r},{c})"] == f"T{lane} V0"
+        assert b[f"({r},{c})"] == f"T{lane} V0"  # B's (n, k)
+    # A is left of C, B above it.
+    def first_rect(name):
+        rect = frags[name][0].find(f"{NS}rect")
+        return float(rect.get("x")), float(rect.get("y"))
+    assert first_rect("A")[0] < first_rect("C")[0] and first_rect("B")[1] < first_rect("C")[1]
+    with pytest.raises(ValueError, match="SM80_16x8x16_F16"):
+        viz.mma_atom("SM90_64x8x16")
+
+
+@pytest.mark.parametrize("text, bits, access, expected", [
+    ("(8,64):(64,1)", 16, viz.LDMATRIX_8x8, 8),
+    ("S<3,3,3> o 0 o (8,64):(64,1)", 16, viz.LDMATRIX_8x8, 1),
+    ("(8,64):(64,1)", 16, viz.WARP_128BIT_STORE, 4),
+    ("(8,64):(1,8)", 16, viz.WARP_128BIT_STORE, 32),
+    ("(8,32):(32,1)", 32, viz.LDMATRIX_8x8, 8),
+    ("(8,32):(33,1)", 32, viz.LDMATRIX_8x8, 4),  # padding one word: row r covers banks r..r+3, so bank 3 is 4-way
+    ("(32,32):(32,1)", 32, [[(r, 0) for r in range(32)]], 32),  # a warp reading one column: the classic 32-way
+    ("(32,32):(33,1)", 32, [[(r, 0) for r in range(32)]], 1),   # padded: conflict-free
+    ("(32,32):(32,1)", 32, [[(0, c) for c in range(32)]], 1),   # one row: conflict-free
+    ("(32,32):(32,1)", 32, [[(0, 0)] * 32], 1),                 # broadcast: one word
+])
+def test_wavefronts_follow_the_bank_model(text, bits, access, expected):
+    assert viz.wavefronts(text, bits, access) == expected
+
+
+def test_bank_map_labels_every_element_with_its_bank_and_marks_the_access():
+    pic = viz.bank_map("(8,64):(64,1)", 16, viz.LDMATRIX_8x8)
+    got = cells(pic)
+    assert len(got) == 512
+    for g in got:
+        off = int(g.get("data-idx"))
+        assert label(g) == str((off * 2 // 4) % 32)
+    strong = [g for g in got if "strong" in g.get("class")]
+    assert sorted(g.get("data-crd") for g in strong) == sorted(f"({r},{c})" for r in range(8) for c in range(8))
+    root = ET.fromstring(pic.svg)
+    note = next(g for g in root.iter(f"{NS}g") if g.get("class") == "wavefronts")
+    assert (note.get("data-wavefronts"), note.get("data-ideal")) == ("8", "1")
+    assert "8 wavefronts" in next(t.text for t in root.iter(f"{NS}text") if t.get("class") == "wavefront-note")
+
+
+def test_bank_map_differs_for_a_swizzled_layout():
+    plain = by_crd(viz.bank_map("(8,64):(64,1)", 16))
+    swizzled = by_crd(viz.bank_map("S<3,3,3> o 0 o (8,64):(64,1)", 16))
+    assert plain["(1,0)"] == "0" and swizzled["(1,0)"] == "4"
+
+
+def test_bank_map_rejects_bad_element_width_and_too_small_tiles():
+    with pytest.raises(ValueError, match="element_bits must be one of"):
+        viz.bank_map("(8,64):(64,1)", 12)
+    with pytest.raises(ValueError, match="needs a tile of at least 8 rows"):
+        viz.wavefronts("(4,64):(64,1)", 16, viz.LDMATRIX_8x8)
+
+
+def test_importing_viz_stays_light():
+    heavy = ("matplotlib", "ipywidgets", "numpy", "torch", "IPython")
+    code = textwrap.dedent(f"""
+        import sys
+        from cutecourse import viz
+        viz.layout("(2,2):(1,2)"); viz.bank_map("(8,64):(64,1)", 16, viz.LDMATRIX_8x8); viz.mma_atom()
+        print(sorted(m for m in sys.modules if m.split('.')[0] in {heavy!r}))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
