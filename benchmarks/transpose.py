@@ -36,11 +36,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", type=int, default=8192)
     parser.add_argument("--reps", type=int, default=50)
+    parser.add_argument("--sweep", action="store_true", help="also time other smem tiles and block sizes")
     args = parser.parse_args()
     n = args.size
     rows = []
-    jobs = [(dtype, name) for dtype in (torch.float32, torch.float16, torch.bfloat16)
-            for name in ("copy", "naive", "smem", "torch .t().contiguous()")]
+    shapes = [(64, 256)] + ([(64, 128), (128, 256), (128, 512), (32, 64)] if args.sweep else [])
+    kernels = ["copy", "naive"] + [f"smem {t}x{t}/{th}" for t, th in shapes] + ["torch .t().contiguous()"]
+    jobs = [(dtype, name) for dtype in (torch.float32, torch.float16, torch.bfloat16) for name in kernels]
     for dtype, name in tqdm(jobs, desc="timing"):
         srcs = [torch.randn(n, n, device="cuda").to(dtype) for _ in range(2)]
         dsts = [torch.empty(n, n, device="cuda", dtype=dtype) for _ in range(2)]
@@ -49,13 +51,20 @@ def main() -> None:
         elif name.startswith("torch"):
             fn = lambda i: dsts[i].copy_(srcs[i].t())  # noqa: E731
         else:
-            transpose(srcs[0], dsts[0], name)
-            torch.cuda.synchronize()
+            variant, tile, threads = (name, 64, 256) if name == "naive" else (
+                "smem", *map(int, name.split()[1].split("x")[1].split("/")))
+            kw = {"variant": variant, "tile": tile, "threads": threads}
+            try:
+                transpose(srcs[0], dsts[0], **kw)
+                torch.cuda.synchronize()
+            except Exception as exc:  # a configuration the GPU refuses (e.g. too much shared memory) is reported
+                print(f"{name} {dtype}: {type(exc).__name__}: {str(exc).strip().splitlines()[0][:100]}")
+                continue
             assert torch.equal(dsts[0], srcs[0].t()), f"{name} {dtype}: wrong result"
-            fn = lambda i, v=name: transpose(srcs[i], dsts[i], v)  # noqa: E731
+            fn = lambda i, kw=kw: transpose(srcs[i], dsts[i], **kw)  # noqa: E731
         ms = median_ms(fn, args.reps)
         gbs = 2 * n * n * srcs[0].element_size() / ms / 1e6
-        vector = plan(srcs[0], dsts[0], name).vector if name in ("naive", "smem") else ""
+        vector = plan(srcs[0], dsts[0], **kw).vector if name.startswith(("naive", "smem")) else ""
         rows.append((str(dtype).removeprefix("torch."), name, vector, ms, gbs))
         del srcs, dsts
     print(f"\n{torch.cuda.get_device_name()}  {n}x{n}  median of {args.reps}")

@@ -8,8 +8,9 @@ writes are not (a warp writes 32 elements ``M`` apart).
 
 Step 2, ``smem`` (adds a shared-memory tile): each block reads a 64×64 tile with threads along N and writes it with
 threads along M, so both sides are coalesced, and, when the shapes allow, every global access is 128 bits wide.
-The tile passes through shared memory, stored M-contiguous with one element of padding per column: without it all
-threads that write one row of the tile would hit the same bank (the row stride would be a multiple of 32 words).
+The tile passes through shared memory, stored M-contiguous with a column padded to an odd number of 4-byte words:
+without it all threads that write one row of the tile would hit the same bank (the column stride would be a
+multiple of 32 words).
 
 Both predicate on an identity tensor (``elem_less(coord, shape)``), so any M and N work. Usage::
 
@@ -24,7 +25,6 @@ launcher picks scalar accesses (``plan(...)`` says which).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import cutlass
@@ -137,35 +137,38 @@ def host(mS: cute.Tensor, mD: cute.Tensor, stream: Any, variant: cutlass.Constex
         load_val = cute.make_ordered_layout((1, vector), order=(1, 0))
         store_thr = cute.make_ordered_layout((lanes, threads // lanes), order=(0, 1))
         store_val = cute.make_ordered_layout((vector, 1), order=(0, 1))
-        smem_layout = cute.make_layout((tile, tile), stride=(1, tile + 1))  # M-contiguous, one element of padding
+        # M-contiguous, padded so that a column is an odd number of 4-byte words: consecutive columns start in
+        # different banks (1 element of padding for 32-bit types, 2 for 16-bit ones).
+        pad = max(1, 32 // mS.element_type.width)
+        smem_layout = cute.make_layout((tile, tile), stride=(1, tile + pad))
         bits = vector * mS.element_type.width
         _smem_kernel(gS, gDT, cS, mS.shape, load_thr, load_val, store_thr, store_val, smem_layout, bits).launch(
             grid=grid, block=(threads, 1, 1), stream=stream)
 
 
-def fake_args(config: TransposeConfig) -> tuple[Any, ...]:
-    """Arguments to compile `host` without a GPU: symbolic M and N (multiples of `vector`), a fake stream."""
-    from cutlass.cute.runtime import make_fake_compact_tensor, make_fake_stream
+def cute_tensor(t: Any, vector: int) -> Any:
+    """A torch tensor as the kernels take it: dynamic M and N, promised divisible by `vector` (so 128-bit accesses
+    are provably aligned), base pointer aligned to one vector. A CPU tensor works too, for compiling without a GPU."""
+    from cutlass.cute.runtime import from_dlpack
 
-    m, n = cute.sym_int(divisibility=config.vector), cute.sym_int(divisibility=config.vector)
-    dtype = DTYPES[config.dtype]
-    align = config.vector * dtype.width // 8
-    return (make_fake_compact_tensor(dtype, (m, n), stride_order=(1, 0), assumed_align=align),
-            make_fake_compact_tensor(dtype, (n, m), stride_order=(1, 0), assumed_align=align),
-            make_fake_stream())
+    x = from_dlpack(t, assumed_align=vector * t.element_size(), use_32bit_stride=True)  # plan() keeps sizes < 2**31
+    for mode in (0, 1):  # the order is explicit: torch's strides cannot tell it for shapes like (M, 1)
+        x = x.mark_compact_shape_dynamic(mode=mode, stride_order=(0, 1), divisibility=vector)
+    return x
 
 
-def compile_kwargs(config: TransposeConfig) -> dict[str, Any]:
+def compile(config: TransposeConfig, src: Any, dst: Any, stream: Any, options: str = "") -> Any:
+    """Compile step `config.variant` for tensors like `src` and `dst` (torch, on the GPU or the CPU)."""
     tile = 32 if config.variant == "naive" else config.tile
-    return {"variant": config.variant, "tile": tile, "threads": config.threads, "vector": config.vector}
+    return cute.compile(host, cute_tensor(src, config.vector), cute_tensor(dst, config.vector), stream,
+                        variant=config.variant, tile=tile, threads=config.threads, vector=config.vector,
+                        options=options)
 
 
-@lru_cache(maxsize=None)
-def _compiled(config: TransposeConfig) -> Any:
-    return cute.compile(host, *fake_args(config), **compile_kwargs(config))
+_compiled: dict[TransposeConfig, Any] = {}
 
 
-def plan(src: Any, dst: Any, variant: str = "smem") -> TransposeConfig:
+def plan(src: Any, dst: Any, variant: str = "smem", tile: int = 64, threads: int = 256) -> TransposeConfig:
     """Validate the tensors and choose the configuration (vector width) the launcher will use."""
     import torch
 
@@ -194,19 +197,20 @@ def plan(src: Any, dst: Any, variant: str = "smem") -> TransposeConfig:
     vector = 128 // (src.element_size() * 8)
     aligned = (variant == "smem" and m % vector == 0 and n % vector == 0
                and src.data_ptr() % 16 == 0 and dst.data_ptr() % 16 == 0)
-    return TransposeConfig(variant=variant, dtype=dtype, vector=vector if aligned else 1)
+    return TransposeConfig(variant=variant, dtype=dtype, vector=vector if aligned else 1, tile=tile, threads=threads)
 
 
-def transpose(src: Any, dst: Any, variant: str = "smem") -> Any:
-    """``dst = src.T`` on the GPU with step `variant` ("naive" or "smem"); returns dst."""
+def transpose(src: Any, dst: Any, variant: str = "smem", tile: int = 64, threads: int = 256) -> Any:
+    """``dst = src.T`` on the GPU with step `variant` ("naive" or "smem"); returns dst. `tile` and `threads` shape
+    the smem step's blocks (the naive step always uses 32×32 tiles)."""
     import cuda.bindings.driver as cuda
     import torch
-    from cutlass.cute.runtime import from_dlpack
 
-    config = plan(src, dst, variant)
+    config = plan(src, dst, variant, tile, threads)
     if src.numel() == 0:
         return dst
-    align = config.vector * src.element_size()
     stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
-    _compiled(config)(from_dlpack(src, assumed_align=align), from_dlpack(dst, assumed_align=align), stream)
+    if config not in _compiled:  # once per configuration; shapes are dynamic
+        _compiled[config] = compile(config, src, dst, stream)
+    _compiled[config](cute_tensor(src, config.vector), cute_tensor(dst, config.vector), stream)
     return dst
