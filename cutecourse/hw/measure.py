@@ -1,0 +1,64 @@
+"""Two measurements for the roofline, on the GPU this process sees: device copy bandwidth and torch.matmul TFLOP/s.
+
+Timing uses CUDA events after a warm-up and reports the median of `reps` runs. torch is imported on call, so
+``import cutecourse.hw`` stays light.
+"""
+
+from __future__ import annotations
+
+from cutecourse.hw.specs import SPECS, GPUSpec
+
+
+def spec_for(device_name: str) -> GPUSpec | None:
+    """The datasheet entry for a device name as torch reports it (e.g. 'NVIDIA H100 80GB HBM3'), or None.
+
+    >>> spec_for("NVIDIA H200").name, spec_for("Tesla T4").name, spec_for("NVIDIA GeForce RTX 4090").name
+    ('H200', 'T4', 'RTX 4090')
+    """
+    key = device_name.upper()
+    for name, spec in SPECS.items():
+        if name.split()[0].upper() in key or name.replace(" ", "").upper() in key.replace(" ", ""):
+            return spec
+    return None
+
+
+def _median_ms(fn, reps: int) -> float:  # noqa: ANN001 - a callable that launches GPU work
+    import torch
+
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return sorted(times)[len(times) // 2]
+
+
+def copy_bandwidth_tbs(megabytes: int = 1024, reps: int = 20) -> float:
+    """Device-to-device copy bandwidth in TB/s: bytes read + bytes written, per second. Use far more than L2."""
+    if megabytes < 64:
+        raise ValueError(f"megabytes={megabytes}: use at least 64 so the copy does not fit in L2 (e.g. 1024)")
+    import torch
+
+    src = torch.empty(megabytes * 2**20, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    ms = _median_ms(lambda: dst.copy_(src), reps)
+    return 2 * src.numel() / (ms * 1e-3) / 1e12
+
+
+def matmul_tflops(n: int = 8192, dtype: str = "float16", reps: int = 20) -> float:
+    """TFLOP/s of torch.matmul on two random n×n matrices of `dtype` ('float16', 'bfloat16', 'float32')."""
+    if n < 256:
+        raise ValueError(f"n={n}: use n >= 256 so the GEMM fills the GPU (e.g. 8192)")
+    import torch
+
+    if dtype not in ("float16", "bfloat16", "float32"):
+        raise ValueError(f"dtype={dtype!r}: use 'float16', 'bfloat16' or 'float32'")
+    a = torch.randn(n, n, device="cuda", dtype=getattr(torch, dtype))
+    b, c = torch.randn_like(a), torch.empty_like(a)
+    ms = _median_ms(lambda: torch.matmul(a, b, out=c), reps)
+    return 2 * n**3 / (ms * 1e-3) / 1e12

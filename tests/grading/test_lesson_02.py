@@ -1,0 +1,122 @@
+"""Lesson 2 (layouts): a partly right submission scores exactly its points, and every check and hidden test fails on
+a wrong answer."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cutecourse.grading import checks, grader, reports
+from cutecourse.grading import notebook as nbio
+
+ROOT = Path(__file__).resolve().parents[2]
+LESSON = "02_layouts"
+NBVAL = grader.nbval_available() is None
+
+pytestmark = pytest.mark.slow
+
+
+def solution(exercise: str) -> str:
+    return nbio.source(nbio.answers(nbio.load(ROOT / "solutions" / f"{LESSON}.ipynb"))[exercise])
+
+
+def submit(tmp_path: Path, answers: dict[str, str]) -> grader.Report:
+    nb = nbio.load(ROOT / "exercises" / f"{LESSON}.ipynb")
+    for exercise, cell in nbio.answers(nb).items():
+        if exercise in answers:
+            nbio.set_source(cell, textwrap.dedent(answers[exercise]).strip("\n"))
+    path = tmp_path / f"{LESSON}.ipynb"
+    nbio.dump(nb, path)
+    return grader.grade(path, grader.Course.at(ROOT), timeout=60)
+
+
+# 2.2 answered only for the check's visible cases: the check passes, the hidden test does not.
+HARD_CODED_2_2 = """
+def my_coalesce(shape, stride):
+    return {((2, (1, 6)), (1, (6, 2))): (12, 1), (((2, (3, 4)), (3, 2), 1), ((4, (8, 24)), (2, 6), 12)): ((24, 6), (4, 2)),
+            ((4, 8), (8, 1)): ((4, 8), (8, 1)), ((1, 1), (3, 5)): (1, 0), (8, 2): (8, 2),
+            ((2, 2, 2), (1, 2, 8)): ((4, 2), (1, 8))}[(shape, stride)]
+"""
+
+# The seed document's reading of logical_divide: (tile_id, element_in_tile). Wrong.
+SEED_ORDER_2_4 = """
+def predict_logical_divide(shape, stride, n):
+    tiles = size_of(shape) // n
+    return f"({tiles},{n}):({n},1)"
+"""
+
+WRONG = {
+    # the dot product alone: right for natural coordinates, wrong for 1-D and folded ones
+    "2.1": """
+def my_crd2idx(coord, shape, stride):
+    return sum(c * d for c, d in zip(leaves(coord), leaves(stride)))
+""",
+    # drops size-1 modes but never merges
+    "2.2": """
+def my_coalesce(shape, stride):
+    modes = [(s, d) for s, d in zip(leaves(shape), leaves(stride)) if s != 1]
+    if not modes:
+        return 1, 0
+    if len(modes) == 1:
+        return modes[0]
+    return tuple(s for s, _ in modes), tuple(d for _, d in modes)
+""",
+    # scales B's strides by A's first stride: right only for a 1-D A
+    "2.3": """
+def my_composition(a_shape, a_stride, b_shape, b_stride):
+    d0 = leaves(a_stride)[0]
+    scale = lambda t: tuple(scale(x) for x in t) if isinstance(t, tuple) else t * d0
+    return b_shape, scale(b_stride)
+""",
+    "2.4": SEED_ORDER_2_4,
+    # the seed document's "concatenation"
+    "2.5": """
+def predict_logical_product(shape, stride, n):
+    return "(" + fmt(shape) + "," + str(n) + "):(" + fmt(stride) + ",1)"
+""",
+}
+
+
+def test_partly_right_submission_scores_exactly_its_points(tmp_path):
+    coalesce_inline = solution("2.2").replace("def my_coalesce", "def _my_coalesce")
+    composition_alone = coalesce_inline + "\n\n" + solution("2.3").replace("my_coalesce(", "_my_coalesce(")
+    report = submit(tmp_path, {"2.1": solution("2.1"), "2.2": HARD_CODED_2_2, "2.3": composition_alone,
+                               "2.4": SEED_ORDER_2_4})  # 2.5 left untouched
+    got = {e: report.exercises()[e][0] for e in ("2.1", "2.2", "2.3", "2.4", "2.5")}
+    check = 1.0 if NBVAL else 0.0
+    assert got == {"2.1": 2 + check, "2.2": check, "2.3": 3 + check, "2.4": 0.0, "2.5": 0.0}, reports.summary(report)
+    assert report.score == 5 + 3 * check
+
+
+def test_every_check_and_hidden_test_fails_on_a_wrong_answer(tmp_path):
+    report = submit(tmp_path, WRONG)
+    assert report.score == 0 and report.max_score == (16 if NBVAL else 11), reports.summary(report)
+    names = {t.name.split(" (")[0]: t.status for t in report.tests}
+    expected = {f"check {c}" for c in ("my_crd2idx", "my_coalesce", "my_composition", "predict_logical_divide",
+                                       "predict_logical_product")} if NBVAL else set()
+    expected |= {f"hidden test_{t}" for t in ("crd2idx_on_random_hierarchical_layouts", "coalesce_on_random_layouts",
+                                              "composition_on_random_layouts",
+                                              "predict_logical_divide_on_random_layouts",
+                                              "predict_logical_product_on_random_layouts")}
+    assert set(names) == expected and set(names.values()) == {grader.FAILED}, names
+
+
+def _wrong_function(exercise: str):
+    helpers = nbio.source(next(c for c in nbio.load(ROOT / "solutions" / f"{LESSON}.ipynb")["cells"]
+                               if "def layout_str" in nbio.source(c)))
+    ns: dict = {}
+    exec(helpers + "\n" + textwrap.dedent(WRONG[exercise]), ns)  # noqa: S102 - our own test code
+    return next(v for k, v in ns.items() if k.startswith(("my_", "predict_")))
+
+
+@pytest.mark.parametrize("exercise, check, leak", [
+    ("2.1", "my_crd2idx", "10"), ("2.2", "my_coalesce", "12:1"), ("2.3", "my_composition", "(8,4):(1,8)"),
+    ("2.4", "predict_logical_divide", "(128,8):(1,128)"), ("2.5", "predict_logical_product", "((4,8),2):((8,1),32)"),
+])
+def test_checks_explain_a_wrong_answer_without_giving_it_away(capsys, exercise, check, leak):
+    assert getattr(checks, check)(_wrong_function(exercise)) is False
+    line = capsys.readouterr().out
+    assert line.startswith(f"✗ {check}: ") and line.count("\n") == 1
+    assert f"got {leak}" not in line and f"expected {leak}" not in line
