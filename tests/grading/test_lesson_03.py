@@ -1,0 +1,174 @@
+"""Lesson 3 (tensors, views, thread partitioning): a partly right submission scores exactly its points, and every
+check and hidden test fails on a wrong answer. The GPU test at the end grades a transpose kernel that never writes
+the last column and shows that the GPU check and the hidden kernel test both fail it."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cutecourse import env
+from cutecourse.grading import checks, grader, reports
+from cutecourse.grading import notebook as nbio
+
+ROOT = Path(__file__).resolve().parents[2]
+LESSON = "03_tensors_partitioning"
+NBVAL = grader.nbval_available() is None
+
+pytestmark = pytest.mark.slow
+
+
+def solution(exercise: str) -> str:
+    return nbio.source(nbio.answers(nbio.load(ROOT / "solutions" / f"{LESSON}.ipynb"))[exercise])
+
+
+def submit(tmp_path: Path, answers: dict[str, str]) -> grader.Report:
+    nb = nbio.load(ROOT / "exercises" / f"{LESSON}.ipynb")
+    for exercise, cell in nbio.answers(nb).items():
+        if exercise in answers:
+            nbio.set_source(cell, textwrap.dedent(answers[exercise]).strip("\n"))
+    path = tmp_path / f"{LESSON}.ipynb"
+    nbio.dump(nb, path)
+    return grader.grade(path, grader.Course.at(ROOT), timeout=120)
+
+
+def kernel_with(body: str) -> str:
+    """The solution's 3.2 answer cell with the kernel's body replaced."""
+    source = solution("3.2")
+    start, end = source.index("    ### BEGIN SOLUTION"), source.index("    ### END SOLUTION")
+    return source[:start] + textwrap.indent(textwrap.dedent(body).strip("\n"), "    ") + "\n" + source[end:]
+
+
+BODY = """
+    tidx, _, _ = cute.arch.thread_idx()
+    bidx, bidy, _ = cute.arch.block_idx()
+    tile = ((None, None), (bidx, bidy))
+    thr_S = cute.local_partition(gS[tile], thr_layout, tidx)
+    thr_DT = cute.local_partition(gDT[tile], thr_layout, tidx)
+    thr_c = cute.local_partition(cS[tile], thr_layout, tidx)
+    pred = cute.make_rmem_tensor(thr_c.shape, cutlass.Boolean)
+    for i in cutlass.range_constexpr(cute.size(pred)):
+        pred[i] = cute.elem_less(thr_c[i], shape)
+    rmem = cute.make_fragment_like(thr_S)
+    atom = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), gS.element_type)
+    cute.copy(atom, thr_S, rmem, pred=pred)
+    cute.copy(atom, rmem, thr_DT, pred=pred)
+"""
+# No predicate: right for shapes that are multiples of 32, out of bounds on the edge tiles of any other.
+NO_PREDICATE = BODY.split("    pred = ")[0] + """
+    rmem = cute.make_fragment_like(thr_S)
+    atom = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), gS.element_type)
+    cute.copy(atom, thr_S, rmem)
+    cute.copy(atom, rmem, thr_DT)
+"""
+# The predicate's bound is one column short: the last column of S (last row of D) is never written.
+LAST_COLUMN_LOST = BODY.replace("cute.elem_less(thr_c[i], shape)", "cute.elem_less(thr_c[i], (shape[0], shape[1] - 1))")
+
+# Each wrong answer makes one classic mistake; the check's hint points at it.
+WRONG = {
+    # the thread's coordinate as if the thread layout were always row-major
+    "3.1": """
+def thread_coords(tile_shape, thr_shape, thr_stride, tid):
+    (M, N), (a, b) = tile_shape, thr_shape
+    r, c = divmod(tid, b)
+    return [(r + a * i, c + b * j) for j in range(N // b) for i in range(M // a)]
+""",
+    "3.2": kernel_with(NO_PREDICATE),
+    # counts elements as if each were one 4-byte word
+    "3.3": """
+def smem_bank(m, n, col_stride, element_bits):
+    return (m + n * col_stride) % 32
+""",
+    # the same mistake in the wavefront count: every element its own word, whatever its width
+    "3.4": """
+from collections import Counter
+def row_wavefronts(tile_m, pad, element_bits):
+    return max(Counter((t * (tile_m + pad)) % 32 for t in range(32)).values())
+""",
+}
+# 3.3 answered only for the check's visible cases: the check passes, the hidden test does not.
+HARD_CODED_3_3 = """
+def smem_bank(m, n, col_stride, element_bits):
+    return {(0, 1, 64, 32): 0, (3, 5, 65, 32): 8, (7, 2, 66, 16): 5, (1, 3, 64, 16): 0, (5, 9, 33, 64): 28,
+            (6, 4, 65, 8): 2}.get((m, n, col_stride, element_bits), 0)
+"""
+
+
+def _function(source: str, name: str):
+    ns: dict = {}
+    exec(textwrap.dedent(source), ns)  # noqa: S102 - our own test code
+    return ns[name]
+
+
+def test_the_hard_coded_answer_really_passes_only_the_visible_cases():
+    fn = _function(HARD_CODED_3_3, "smem_bank")
+    assert checks.smem_bank.run(fn).startswith(checks.PASS)
+    assert fn(1, 1, 65, 32) != 2  # the right bank of (1, 1) in a 65-word column
+
+
+@pytest.mark.parametrize("exercise, check, hint", [
+    ("3.1", "thread_coords", "thr_layout(c) =="), ("3.3", "smem_bank", "4-byte word"),
+    ("3.4", "row_wavefronts", "distinct 4-byte words"),
+])
+def test_every_cpu_check_fails_a_wrong_answer_with_a_hint(capsys, exercise, check, hint):
+    assert getattr(checks, check)(_function(WRONG[exercise], check)) is False
+    line = capsys.readouterr().out
+    assert line.startswith(f"✗ {check}: ") and line.count("\n") == 1 and hint in line, line
+
+
+def test_the_ptx_check_fails_a_kernel_without_predicate(capsys, tmp_path):
+    import importlib.util
+
+    path = tmp_path / "wrong_kernel.py"  # the DSL reads a kernel's source: it must live in a file
+    path.write_text(WRONG["3.2"])
+    spec = importlib.util.spec_from_file_location("wrong_kernel", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert checks.naive_ptx(module.naive_ptx) is False
+    line = capsys.readouterr().out
+    assert line.startswith("✗ naive_ptx: ") and "predicate" in line, line
+
+
+def test_partly_right_submission_scores_exactly_its_points(tmp_path):
+    # 3.1 right (check + hidden), 3.2 right (only its CPU check runs here), 3.3 hard-coded (check only), 3.4 wrong.
+    report = submit(tmp_path, {"3.1": solution("3.1"), "3.2": solution("3.2"), "3.3": HARD_CODED_3_3,
+                               "3.4": WRONG["3.4"]})
+    got = {e: report.exercises()[e][0] for e in ("3.1", "3.2", "3.3", "3.4")}
+    check = 1.0 if NBVAL else 0.0
+    gpu = env.gpu_missing(80) is None
+    expected = {"3.1": 2 + check, "3.2": check, "3.3": check, "3.4": 0.0}
+    if gpu:
+        expected["3.2"] = 2 * check + 3
+    assert got == expected, reports.summary(report)
+
+
+def test_every_check_and_hidden_test_fails_on_a_wrong_answer(tmp_path):
+    report = submit(tmp_path, WRONG)
+    assert report.score == 0, reports.summary(report)
+    names = {t.name.split(" (")[0]: t.status for t in report.tests}
+    expected = {f"hidden test_{t}" for t in ("thread_coords_on_random_tiles_and_thread_layouts",
+                                              "smem_bank_on_random_elements",
+                                              "row_wavefronts_on_random_tiles_and_paddings")}
+    if NBVAL:
+        expected |= {f"check {c}" for c in ("thread_coords", "naive_ptx", "smem_bank", "row_wavefronts")}
+    assert {n: names.get(n) for n in expected} == {n: grader.FAILED for n in expected}, names
+
+
+@pytest.mark.gpu(80)
+def test_gpu_check_and_hidden_test_fail_a_kernel_that_loses_the_last_column(tmp_path):
+    report = submit(tmp_path, {"3.2": kernel_with(LAST_COLUMN_LOST)})
+    names = {t.name.split(" (")[0]: t.status for t in report.tests}
+    expected = {"hidden test_naive_transpose_on_random_shapes_and_dtypes"}
+    if NBVAL:
+        expected |= {"check transpose_naive"}
+    assert {n: names.get(n) for n in expected} == {n: grader.FAILED for n in expected}, reports.summary(report)
+    assert names.get("check naive_ptx") in (grader.PASSED, None)  # the PTX alone cannot see this bug
+    assert report.exercises()["3.2"][0] == (1.0 if NBVAL else 0.0)
+
+
+@pytest.mark.gpu(80)
+def test_solution_kernel_scores_every_point_of_3_2_on_a_gpu(tmp_path):
+    report = submit(tmp_path, {"3.2": solution("3.2")})
+    assert report.exercises()["3.2"] == ((5.0, 5.0) if NBVAL else (3.0, 3.0)), reports.summary(report)
