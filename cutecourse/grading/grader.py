@@ -203,13 +203,20 @@ def _outcome(case: ET.Element) -> tuple[str, str]:
     return PASSED, ""
 
 
+# nbval imports nbformat, whose jsonschema builds an RFC 3987 grammar at import when `rfc3987_syntax` is installed:
+# 2 of the 3 seconds pytest takes to start. Notebook validation never checks that format, so that import is skipped.
+_PYTEST_WITHOUT_URI_GRAMMAR = ("import sys; sys.modules['rfc3987_syntax'] = None; import pytest; "
+                               "sys.exit(pytest.main(sys.argv[1:]))")
+
+
 def run_nbval(master: dict[str, Any], sub: dict[str, Any], gpu: bool, memory_mb: int | None, work: Path,
               deny: list[str], timeout: float) -> dict[int, tuple[str, str]]:
     """(status, message) per check-cell index of the master, from nbval in a fresh kernel."""
     path = work / "merged.ipynb"
     nbio.dump(merged_notebook(master, sub, gpu, deny), path)
     xml = work / "nbval.xml"
-    cmd = [sys.executable, "-m", "pytest", "--nbval-lax", str(path), f"--nbval-cell-timeout={int(timeout)}",
+    cmd = [sys.executable, "-c", _PYTEST_WITHOUT_URI_GRAMMAR, "--nbval-lax", str(path),
+           f"--nbval-cell-timeout={int(timeout)}",
            "--nbval-kernel-name=python3", "-p", "no:cacheprovider", "-o", "addopts=", "-q", f"--junitxml={xml}",
            f"--rootdir={work}"]
     try:
@@ -231,30 +238,42 @@ def run_nbval(master: dict[str, Any], sub: dict[str, Any], gpu: bool, memory_mb:
 def grade_checks(master: dict[str, Any], sub: dict[str, Any], course: Course, gpu: bool,
                  memory_mb: int | None, timeout: float) -> list[TestResult]:
     why_not = nbval_available()
-    with tempfile.TemporaryDirectory(prefix="cutecourse-nbval-") as work:
-        nbval = {} if why_not else run_nbval(master, sub, gpu, memory_mb, Path(work), course.deny(), timeout)
+    cells = [(i, c) for i, c in enumerate(master["cells"]) if nbio.is_check(c)]
+    runnable = [(i, c) for i, c in cells if gpu or "gpu" not in nbio.tags(c)]
+
+    def rejudge() -> dict[int, str]:
+        """Each check's line, with the learner's function run in its own process and judged here."""
+        lines = {}
+        with sandbox.Learner(learner_cells(master, sub), deny=course.deny(), memory_mb=memory_mb,
+                             preload=sandbox.PRELOAD, timeout=timeout) as learner:
+            for index, cell in runnable:
+                check = checks_module.REGISTRY.get(nbio.meta(cell).get("check"))
+                if check is not None:
+                    lines[index] = checks_module.grade(check, learner)
+        return lines
+
+    nbval: dict[int, tuple[str, str]] = {}
+    verdicts: dict[int, str] = {}
+    if not why_not:
+        with tempfile.TemporaryDirectory(prefix="cutecourse-nbval-") as work, ThreadPoolExecutor(2) as pool:
+            judged = pool.submit(rejudge)  # independent of nbval's run, so the two go side by side
+            nbval = run_nbval(master, sub, gpu, memory_mb, Path(work), course.deny(), timeout)
+            verdicts = judged.result()
     results = []
-    with sandbox.Learner(learner_cells(master, sub), deny=course.deny(), memory_mb=memory_mb,
-                         preload=sandbox.PRELOAD, timeout=timeout) as learner:
-        for index, cell in enumerate(master["cells"]):
-            if not nbio.is_check(cell):
-                continue
-            info = nbio.meta(cell)
-            name, exercise = info.get("check", f"cell {index}"), str(info.get("exercise", "?"))
-            test = f"check {name} (cell {index})"
-            if why_not:
-                results.append(TestResult(test, exercise, 1, NOT_RUN, why_not))
-                continue
-            if "gpu" in nbio.tags(cell) and not gpu:
-                results.append(TestResult(test, exercise, 1, NOT_RUN, "not run: needs a GPU (tag gpu)"))
-                continue
+    for index, cell in cells:
+        info = nbio.meta(cell)
+        name, exercise = info.get("check", f"cell {index}"), str(info.get("exercise", "?"))
+        test = f"check {name} (cell {index})"
+        if why_not:
+            results.append(TestResult(test, exercise, 1, NOT_RUN, why_not))
+        elif (index, cell) not in runnable:
+            results.append(TestResult(test, exercise, 1, NOT_RUN, "not run: needs a GPU (tag gpu)"))
+        else:
             status, message = nbval.get(index, (FAILED, "nbval did not report this cell"))
-            check = checks_module.REGISTRY.get(name)
-            if check is not None:
-                # The verdict that counts is computed here, from the learner's function run in its own process.
-                line = checks_module.grade(check, learner)
-                if not line.startswith(checks_module.PASS):
-                    status, message = FAILED, line
+            line = verdicts.get(index)
+            # The verdict that counts is the grader's own: nbval passing a patched check is not enough.
+            if line is not None and not line.startswith(checks_module.PASS):
+                status, message = FAILED, line
             results.append(TestResult(test, exercise, 1, status, message))
     return results
 
