@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import re
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,16 @@ def as_submitted(solution: dict[str, Any]) -> dict[str, Any]:
     for cell in nbio.answers(nb).values():
         lines = nbio.source(cell).splitlines(keepends=True)
         nbio.set_source(cell, "".join(l for l in lines if l.strip() not in (nbio.BEGIN, nbio.END)))
+    return nb
+
+
+def filled(exercise: dict[str, Any], answers: dict[str, str]) -> dict[str, Any]:
+    """The exercise notebook with some answer cells filled in, as a learner would hand it in: `answers` maps exercise
+    ids to code (dedented). For trying submissions: the grading tests, an instructor checking a rubric."""
+    nb = nbio.clone(exercise)
+    for exercise_id, cell in nbio.answers(nb).items():
+        if exercise_id in answers:
+            nbio.set_source(cell, textwrap.dedent(answers[exercise_id]).strip("\n"))
     return nb
 
 

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 from typing import Callable
 
 import pytest
 
-from cutecourse.grading import grader
+from cutecourse.grading import build, grader
 from cutecourse.grading import notebook as nbio
 
 DEMO = Path(__file__).parent / "demo"
@@ -25,10 +24,7 @@ def make_submission(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., P
     root = tmp_path_factory.mktemp("submissions")
 
     def make(name: str, answers: dict[str, str], edit: Callable[[dict], None] | None = None) -> Path:
-        nb = nbio.load(DEMO / "exercises" / "00_demo.ipynb")
-        for exercise, cell in nbio.answers(nb).items():
-            if exercise in answers:
-                nbio.set_source(cell, textwrap.dedent(answers[exercise]).strip("\n"))
+        nb = build.filled(nbio.load(DEMO / "exercises" / "00_demo.ipynb"), answers)
         if edit:
             edit(nb)
         folder = root / name

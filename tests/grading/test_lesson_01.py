@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cutecourse.grading import checks, grader, reports
+from cutecourse.grading import build, checks, grader, reports
 from cutecourse.grading import notebook as nbio
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,10 +58,7 @@ HARD_CODED_1_2 = """
 
 
 def submission(tmp_path: Path, answers: dict[str, str]) -> Path:
-    nb = nbio.load(ROOT / "exercises" / f"{LESSON}.ipynb")
-    for exercise, cell in nbio.answers(nb).items():
-        if exercise in answers:
-            nbio.set_source(cell, textwrap.dedent(answers[exercise]).strip("\n"))
+    nb = build.filled(nbio.load(ROOT / "exercises" / f"{LESSON}.ipynb"), answers)
     path = tmp_path / f"{LESSON}.ipynb"
     nbio.dump(nb, path)
     return path

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from cutecourse import env
-from cutecourse.grading import checks, grader, reports
+from cutecourse.grading import build, checks, grader, reports
 from cutecourse.grading import notebook as nbio
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,10 +25,7 @@ def solution(exercise: str) -> str:
 
 
 def submit(tmp_path: Path, answers: dict[str, str]) -> grader.Report:
-    nb = nbio.load(ROOT / "exercises" / f"{LESSON}.ipynb")
-    for exercise, cell in nbio.answers(nb).items():
-        if exercise in answers:
-            nbio.set_source(cell, textwrap.dedent(answers[exercise]).strip("\n"))
+    nb = build.filled(nbio.load(ROOT / "exercises" / f"{LESSON}.ipynb"), answers)
     path = tmp_path / f"{LESSON}.ipynb"
     nbio.dump(nb, path)
     return grader.grade(path, grader.Course.at(ROOT), timeout=120)
