@@ -72,7 +72,6 @@ def main() -> None:
         gbs = 2 * n * n * srcs[0].element_size() / ms / 1e6
         vector = plan(srcs[0], dsts[0], **kw).vector if name.startswith(("naive", "smem")) else ""
         rows.append((str(dtype).removeprefix("torch."), name, vector, ms, gbs))
-        del srcs, dsts
     print(f"\n{torch.cuda.get_device_name()}  {n}x{n}  median of {args.reps}")
     print(f"{'dtype':9} {'kernel':26} {'vec':>3} {'ms':>8} {'GB/s':>8} {'x copy':>7}")
     copy = {r[0]: r[4] for r in rows if r[1] == "copy"}

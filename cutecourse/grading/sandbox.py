@@ -22,7 +22,6 @@ import subprocess
 import sys
 import time
 import traceback
-from pathlib import Path
 from typing import Any
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -49,3 +49,18 @@ WRONG_0_1 = """
 def row_major_strides(shape):
     return tuple(1 for _ in shape)
 """
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def lesson_solution(lesson: str, exercise: str) -> str:
+    """The answer cell of `exercise` in the course's solution notebook of `lesson`, markers included."""
+    return nbio.source(nbio.answers(nbio.load(ROOT / "solutions" / f"{lesson}.ipynb"))[exercise])
+
+
+def grade_lesson(tmp_path: Path, lesson: str, answers: dict[str, str], timeout: float = 60) -> grader.Report:
+    """Grade `lesson`'s exercise notebook with these answers filled in, against the course in this repository."""
+    path = tmp_path / f"{lesson}.ipynb"
+    nbio.dump(build.filled(nbio.load(ROOT / "exercises" / f"{lesson}.ipynb"), answers), path)
+    return grader.grade(path, grader.Course.at(ROOT), timeout=timeout)

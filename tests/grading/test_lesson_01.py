@@ -4,16 +4,14 @@ wrong answer (and a wrong answer's hint does not give the right one away)."""
 from __future__ import annotations
 
 import textwrap
-from pathlib import Path
 
 import pytest
 
-from cutecourse.grading import build, checks, grader, reports
-from cutecourse.grading import notebook as nbio
+from cutecourse.grading import checks, grader, reports
 
-ROOT = Path(__file__).resolve().parents[2]
+from .conftest import grade_lesson
+
 LESSON = "01_gpu_hierarchy_tensor_cores"
-COURSE = grader.Course.at(ROOT)
 NBVAL = grader.nbval_available() is None
 
 pytestmark = pytest.mark.slow
@@ -57,13 +55,6 @@ HARD_CODED_1_2 = """
     """
 
 
-def submission(tmp_path: Path, answers: dict[str, str]) -> Path:
-    nb = build.filled(nbio.load(ROOT / "exercises" / f"{LESSON}.ipynb"), answers)
-    path = tmp_path / f"{LESSON}.ipynb"
-    nbio.dump(nb, path)
-    return path
-
-
 def statuses(report: grader.Report) -> dict[str, str]:
     return {t.name.split(" (")[0]: t.status for t in report.tests}
 
@@ -88,8 +79,7 @@ def test_every_check_fails_a_wrong_answer_with_a_hint(exercise, check):
 
 def test_partly_right_submission_scores_exactly_its_points(tmp_path):
     # 1.1 right (1 check + 2 hidden), 1.2 hard-coded (check only), 1.3 wrong, 1.4 untouched.
-    report = grader.grade(submission(tmp_path, {"1.1": RIGHT["1.1"], "1.2": HARD_CODED_1_2, "1.3": WRONG["1.3"]}),
-                          COURSE)
+    report = grade_lesson(tmp_path, LESSON, {"1.1": RIGHT["1.1"], "1.2": HARD_CODED_1_2, "1.3": WRONG["1.3"]})
     got = {e: p for e, p in report.exercises().items()}
     check_point = 1.0 if NBVAL else 0.0
     most = 3.0 if NBVAL else 2.0
@@ -99,7 +89,7 @@ def test_partly_right_submission_scores_exactly_its_points(tmp_path):
 
 
 def test_every_check_and_hidden_test_fails_on_wrong_answers(tmp_path):
-    report = grader.grade(submission(tmp_path, WRONG), COURSE)
+    report = grade_lesson(tmp_path, LESSON, WRONG)
     state = statuses(report)
     expected = ["hidden test_gemm_intensity_on_random_shapes", "hidden test_cta_tile_intensity_on_random_tiles",
                 "hidden test_blocks_per_sm_on_random_kernels_and_archs",

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from cutecourse.grading import build, checks, grader, reports
+from cutecourse.grading import checks, grader, reports
 from cutecourse.grading import notebook as nbio
+
+from .conftest import grade_lesson, lesson_solution
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSON = "02_layouts"
@@ -19,14 +21,11 @@ pytestmark = pytest.mark.slow
 
 
 def solution(exercise: str) -> str:
-    return nbio.source(nbio.answers(nbio.load(ROOT / "solutions" / f"{LESSON}.ipynb"))[exercise])
+    return lesson_solution(LESSON, exercise)
 
 
 def submit(tmp_path: Path, answers: dict[str, str]) -> grader.Report:
-    nb = build.filled(nbio.load(ROOT / "exercises" / f"{LESSON}.ipynb"), answers)
-    path = tmp_path / f"{LESSON}.ipynb"
-    nbio.dump(nb, path)
-    return grader.grade(path, grader.Course.at(ROOT), timeout=60)
+    return grade_lesson(tmp_path, LESSON, answers, timeout=60)
 
 
 # 2.2 answered only for the check's visible cases: the check passes, the hidden test does not.

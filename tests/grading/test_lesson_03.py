@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from cutecourse import env
-from cutecourse.grading import build, checks, grader, reports
-from cutecourse.grading import notebook as nbio
+from cutecourse.grading import checks, grader, reports
 
-ROOT = Path(__file__).resolve().parents[2]
+from .conftest import grade_lesson, lesson_solution
+
 LESSON = "03_tensors_partitioning"
 NBVAL = grader.nbval_available() is None
 
@@ -21,14 +21,11 @@ pytestmark = pytest.mark.slow
 
 
 def solution(exercise: str) -> str:
-    return nbio.source(nbio.answers(nbio.load(ROOT / "solutions" / f"{LESSON}.ipynb"))[exercise])
+    return lesson_solution(LESSON, exercise)
 
 
 def submit(tmp_path: Path, answers: dict[str, str]) -> grader.Report:
-    nb = build.filled(nbio.load(ROOT / "exercises" / f"{LESSON}.ipynb"), answers)
-    path = tmp_path / f"{LESSON}.ipynb"
-    nbio.dump(nb, path)
-    return grader.grade(path, grader.Course.at(ROOT), timeout=120)
+    return grade_lesson(tmp_path, LESSON, answers, timeout=120)
 
 
 def kernel_with(body: str) -> str:
