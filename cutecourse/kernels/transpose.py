@@ -30,7 +30,10 @@ from typing import Any
 import cutlass
 import cutlass.cute as cute
 
-DTYPES = {"float32": cutlass.Float32, "float16": cutlass.Float16, "bfloat16": cutlass.BFloat16}
+from cutecourse.kernels import launch
+from cutecourse.kernels.predicate import per_vector
+
+DTYPES = launch.DTYPES
 VARIANTS = ("naive", "smem")
 
 
@@ -92,7 +95,7 @@ def _smem_kernel(gS: cute.Tensor, gDT: cute.Tensor, cS: cute.Tensor, shape: cute
     thr_load = cute.make_tiled_copy_tv(atom, load_thr, load_val).get_slice(tidx)
     tSg, tSs, tSc = thr_load.partition_S(tS), thr_load.partition_D(sT), thr_load.partition_S(tC)
     regs = cute.make_fragment_like(tSg)
-    cute.copy(atom, tSg, regs, pred=_per_vector(tSc, shape))
+    cute.copy(atom, tSg, regs, pred=per_vector(tSc, shape, vector_bits // dtype.width))
     cute.autovec_copy(regs, tSs)
     cute.arch.sync_threads()
 
@@ -101,17 +104,8 @@ def _smem_kernel(gS: cute.Tensor, gDT: cute.Tensor, cS: cute.Tensor, shape: cute
     tDs, tDg, tDc = thr_store.partition_S(sT), thr_store.partition_D(tDT), thr_store.partition_D(tC)
     out = cute.make_fragment_like(tDg)
     cute.autovec_copy(tDs, out)
-    cute.copy(atom, out, tDg, pred=_per_vector(tDc, shape))
+    cute.copy(atom, out, tDg, pred=per_vector(tDc, shape, vector_bits // dtype.width))
 
-
-def _per_vector(coords: cute.Tensor, shape: cute.Shape) -> cute.Tensor:
-    """One predicate per copy-atom (per vector): is its first element inside `shape`? Whole vectors are in or out,
-    because the launcher uses vectors only when M and N are multiples of the vector width."""
-    pred = cute.make_rmem_tensor(cute.make_layout((1, *coords.shape[1:])), cutlass.Boolean)
-    firsts = cute.group_modes(coords, 1, cute.rank(coords))  # (vector, every vector of this thread)
-    for i in range(cute.size(pred)):  # a plain helper is not rewritten by the DSL: this loop unrolls at trace time
-        pred[i] = cute.elem_less(firsts[(0, i)], shape)
-    return pred
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -146,21 +140,15 @@ def host(mS: cute.Tensor, mD: cute.Tensor, stream: Any, variant: cutlass.Constex
             grid=grid, block=(threads, 1, 1), stream=stream)
 
 
-def cute_tensor(t: Any, vector: int) -> Any:
-    """A torch tensor as the kernels take it: dynamic M and N, promised divisible by `vector` (so 128-bit accesses
-    are provably aligned), base pointer aligned to one vector. A CPU tensor works too, for compiling without a GPU."""
-    from cutlass.cute.runtime import from_dlpack
-
-    x = from_dlpack(t, assumed_align=vector * t.element_size(), use_32bit_stride=True)  # plan() keeps sizes < 2**31
-    for mode in (0, 1):  # the order is explicit: torch's strides cannot tell it for shapes like (M, 1)
-        x = x.mark_compact_shape_dynamic(mode=mode, stride_order=(0, 1), divisibility=vector)
-    return x
+def _tensors(config: TransposeConfig, *tensors: Any) -> list[Any]:
+    # M and N are both promised multiples of the vector: one is contiguous in the input, the other in the output.
+    return [launch.cute_tensor(t, (config.vector, config.vector), config.vector) for t in tensors]
 
 
 def compile(config: TransposeConfig, src: Any, dst: Any, stream: Any, options: str = "") -> Any:
     """Compile step `config.variant` for tensors like `src` and `dst` (torch, on the GPU or the CPU)."""
     tile = 32 if config.variant == "naive" else config.tile
-    return cute.compile(host, cute_tensor(src, config.vector), cute_tensor(dst, config.vector), stream,
+    return cute.compile(host, *_tensors(config, src, dst), stream,
                         variant=config.variant, tile=tile, threads=config.threads, vector=config.vector,
                         options=options)
 
@@ -170,47 +158,29 @@ _compiled: dict[TransposeConfig, Any] = {}
 
 def plan(src: Any, dst: Any, variant: str = "smem", tile: int = 64, threads: int = 256) -> TransposeConfig:
     """Validate the tensors and choose the configuration (vector width) the launcher will use."""
-    import torch
-
-    for name, t in (("src", src), ("dst", dst)):
-        if not isinstance(t, torch.Tensor):
-            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
-        if not t.is_cuda:
-            raise ValueError(f"{name} is on {t.device}; move it to the GPU: {name}.cuda()")
-        if t.dim() != 2:
-            raise ValueError(f"{name} must be 2-D, got shape {tuple(t.shape)}")
-        if not t.is_contiguous():
-            raise ValueError(f"{name} has strides {t.stride()}; pass a row-major tensor: {name}.contiguous()")
-    dtype = str(src.dtype).removeprefix("torch.")
-    if dtype not in DTYPES:
-        raise ValueError(f"src has dtype {src.dtype}; supported: float32, float16, bfloat16")
+    launch.check_matrix("src", src)
+    launch.check_matrix("dst", dst)
     if dst.dtype != src.dtype:
         raise ValueError(f"dst has dtype {dst.dtype} but src has {src.dtype}: allocate dst with dtype=src.dtype")
+    if src.device != dst.device:
+        raise ValueError(f"src is on {src.device} and dst on {dst.device}; put both on one GPU")
     m, n = src.shape
     if tuple(dst.shape) != (n, m):
         raise ValueError(f"dst has shape {tuple(dst.shape)}; the transpose of {(m, n)} is {(n, m)}: "
                          f"torch.empty({n}, {m}, dtype=src.dtype, device=src.device)")
-    if src.device != dst.device:
-        raise ValueError(f"src is on {src.device} and dst on {dst.device}; put both on one GPU")
-    if max(m, n) >= 2**31 or m * n >= 2**31:
-        raise ValueError(f"shape {(m, n)} has 2**31 or more elements; split it (the kernels index with 32 bits)")
-    vector = 128 // (src.element_size() * 8)
-    aligned = (variant == "smem" and m % vector == 0 and n % vector == 0
-               and src.data_ptr() % 16 == 0 and dst.data_ptr() % 16 == 0)
-    return TransposeConfig(variant=variant, dtype=dtype, vector=vector if aligned else 1, tile=tile, threads=threads)
+    # 128-bit accesses read rows of src and write rows of dst: both must be aligned.
+    vector = launch.vector_width(src, dst) if variant == "smem" else 1
+    return TransposeConfig(variant=variant, dtype=launch.dtype_name(src), vector=vector, tile=tile, threads=threads)
 
 
 def transpose(src: Any, dst: Any, variant: str = "smem", tile: int = 64, threads: int = 256) -> Any:
     """``dst = src.T`` on the GPU with step `variant` ("naive" or "smem"); returns dst. `tile` and `threads` shape
     the smem step's blocks (the naive step always uses 32×32 tiles)."""
-    import cuda.bindings.driver as cuda
-    import torch
-
     config = plan(src, dst, variant, tile, threads)
     if src.numel() == 0:
         return dst
-    stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
+    stream = launch.current_stream()
     if config not in _compiled:  # once per configuration; shapes are dynamic
         _compiled[config] = compile(config, src, dst, stream)
-    _compiled[config](cute_tensor(src, config.vector), cute_tensor(dst, config.vector), stream)
+    _compiled[config](*_tensors(config, src, dst), stream)
     return dst

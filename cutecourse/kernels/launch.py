@@ -1,0 +1,69 @@
+"""Torch tensors in, CuTe tensors out: checks whose errors name the fix, the vector width, the current stream.
+
+Every launcher in `cutecourse.kernels` goes through these, so a learner's mistake (a CPU tensor, a transposed view,
+a float64 tensor) gets the same clear message everywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+DTYPES = ("float32", "float16", "bfloat16")
+
+
+def dtype_name(t: Any) -> str:
+    return str(t.dtype).removeprefix("torch.")
+
+
+def check_matrix(name: str, t: Any, like: Any = None, same_dtype: bool = True) -> None:
+    """`t` must be a contiguous row-major 2-D CUDA tensor of a course dtype, on `like`'s device, with `like`'s shape
+    (and dtype, when `same_dtype`)."""
+    import torch
+
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+    if not t.is_cuda:
+        raise ValueError(f"{name} is on {t.device}; move it to the GPU: {name}.cuda()")
+    if t.dim() != 2:
+        raise ValueError(f"{name} must be 2-D, got shape {tuple(t.shape)}: reshape it, e.g. {name}.view(-1, n)")
+    if not t.is_contiguous():
+        raise ValueError(f"{name} has strides {t.stride()}; pass a row-major tensor: {name}.contiguous()")
+    if dtype_name(t) not in DTYPES:
+        raise ValueError(f"{name} has dtype {t.dtype}; supported: float32, float16, bfloat16")
+    if like is not None:
+        if same_dtype and t.dtype != like.dtype:
+            raise ValueError(f"{name} has dtype {t.dtype} but the input has {like.dtype}: {name}.to({like.dtype})")
+        if t.device != like.device:
+            raise ValueError(f"{name} is on {t.device} and the input on {like.device}; put both on one GPU")
+        if t.shape != like.shape:
+            raise ValueError(f"{name} has shape {tuple(t.shape)} but the input has {tuple(like.shape)}: "
+                             f"allocate it with torch.empty_like(input)")
+    if t.numel() >= 2**31:
+        raise ValueError(f"{name} has {t.numel()} elements, 2**31 or more; split it (the kernels index with 32 bits)")
+
+
+def vector_width(*tensors: Any) -> int:
+    """Elements per 128-bit access when every tensor's rows start 16-byte aligned, else 1 (scalar accesses)."""
+    widths = {128 // (t.element_size() * 8) for t in tensors}
+    v = min(widths)
+    aligned = all(t.shape[-1] % v == 0 and t.data_ptr() % 16 == 0 for t in tensors)
+    return v if aligned else 1
+
+
+def cute_tensor(t: Any, divisibility: tuple[int, int] = (1, 1), vector: int = 1) -> Any:
+    """A row-major torch matrix as the kernels take it: dynamic shape, each mode promised divisible as given (so
+    vector accesses are provably aligned), base aligned to one `vector` of elements, 32-bit strides. A CPU tensor
+    works too, for compiling without a GPU."""
+    from cutlass.cute.runtime import from_dlpack
+
+    x = from_dlpack(t, assumed_align=vector * t.element_size(), use_32bit_stride=True)
+    for mode in (0, 1):  # the order is explicit: torch's strides cannot tell it for shapes like (M, 1)
+        x = x.mark_compact_shape_dynamic(mode=mode, stride_order=(0, 1), divisibility=divisibility[mode])
+    return x
+
+
+def current_stream() -> Any:
+    import cuda.bindings.driver as cuda
+    import torch
+
+    return cuda.CUstream(torch.cuda.current_stream().cuda_stream)
