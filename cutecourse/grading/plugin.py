@@ -20,7 +20,7 @@ from cutecourse.grading import sandbox
 
 ANSWERS_ENV, DENY_ENV = "CUTECOURSE_ANSWERS", "CUTECOURSE_DENY"
 #: Address space for a learner process on a CPU machine; CUDA reserves far more, so GPU machines get no limit.
-CPU_MEMORY_MB = 4096
+CPU_MEMORY_MB = 8192
 
 
 def pytest_configure(config: pytest.Config) -> None:
