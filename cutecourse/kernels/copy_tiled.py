@@ -66,13 +66,20 @@ def compile(config: Config, src: Any, dst: Any, stream: Any, options: str = "") 
 _compiled: dict[Config, Any] = {}
 
 
+def fits(src: Any, dst: Any) -> bool:
+    """Whether this step can copy `src` to `dst`: whole tiles and 16-byte aligned rows (shapes and pointers only)."""
+    vector = 128 // (src.element_size() * 8)
+    tm, tn = tile_shape(vector)
+    return src.shape[0] % tm == 0 and src.shape[1] % tn == 0 and launch.vector_width(src, dst) == vector
+
+
 def plan(src: Any, dst: Any) -> Config:
     launch.check_matrix("src", src)
     launch.check_matrix("dst", dst, like=src)
     vector = 128 // (src.element_size() * 8)
     tm, tn = tile_shape(vector)
     m, n = src.shape
-    if m % tm or n % tn or launch.vector_width(src, dst) != vector:
+    if not fits(src, dst):
         raise ValueError(f"src has shape {(m, n)}; the tiled copy needs M a multiple of {tm}, N a multiple of {tn} "
                          "and 16-byte aligned rows: use copy_predicated.copy for any shape")
     return Config(launch.dtype_name(src), vector)

@@ -78,3 +78,18 @@ def test_a_misaligned_view_falls_back_to_scalar_accesses():
     copy_predicated.copy(src, dst)
     torch.cuda.synchronize()
     assert torch.equal(dst, src)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_the_copy_launcher_is_exact_on_every_route(dtype):
+    from cutecourse.kernels.copy import copy, route
+
+    routes = set()
+    for shape in [(64, 512), (33, 512), (97, 131)] + SHAPES[:4]:
+        src = torch.randn(*shape, device="cuda").to(dtype)
+        dst = poisoned_like(src)
+        routes.add(route(src, dst))
+        copy(src, dst)
+        torch.cuda.synchronize()
+        assert torch.equal(dst, src), f"{dtype} {shape} by {route(src, dst)}"
+    assert routes == {"tiled, 128-bit", "predicated, 128-bit", "predicated, scalar"}

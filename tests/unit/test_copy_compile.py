@@ -69,3 +69,19 @@ def test_axpby_reads_two_vectors_and_fuses_the_arithmetic():
 def test_launchers_name_the_bad_argument(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+@pytest.mark.parametrize("shape, offset, dtype, path", [
+    ((64, 256), 0, torch.float32, "tiled, 128-bit"),          # whole 32x128 tiles, aligned rows
+    ((64, 512), 0, torch.float16, "tiled, 128-bit"),          # whole 32x256 tiles
+    ((33, 256), 0, torch.float32, "predicated, 128-bit"),     # a partial row of tiles
+    ((64, 260), 0, torch.float32, "predicated, 128-bit"),     # N a multiple of 4 but not of the tile
+    ((64, 130), 0, torch.float32, "predicated, scalar"),      # rows not 16-byte aligned
+    ((64, 256), 1, torch.float32, "predicated, scalar"),      # base pointer 4 bytes past alignment
+])
+def test_the_copy_launcher_routes_by_shape_and_alignment(shape, offset, dtype, path):
+    from cutecourse.kernels.copy import route
+
+    base = torch.empty(shape[0] * shape[1] + 16, dtype=dtype)
+    src = base[offset:offset + shape[0] * shape[1]].view(shape)
+    assert route(src, torch.empty(shape, dtype=dtype)) == path
