@@ -9,27 +9,12 @@ Bandwidth counts bytes read plus bytes written. Times are medians over repetitio
 from __future__ import annotations
 
 import argparse
-import statistics
 
 import torch
 from tqdm import tqdm
 
+from cutecourse.bench import median_ms
 from cutecourse.kernels import axpby, copy_naive, copy_predicated, copy_tiled
-
-
-def median_ms(fn, reps: int, batch: int = 10) -> float:
-    for _ in range(3):
-        fn(0)
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for i in range(batch):
-            fn(i % 2)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / batch)
-    return statistics.median(times)
 
 
 def main() -> None:

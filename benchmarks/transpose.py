@@ -11,31 +11,13 @@ Times are medians of CUDA-event timings of 10 back-to-back launches after a warm
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
 import torch
 from tqdm import tqdm
 
+from cutecourse.bench import median_ms
 from cutecourse.kernels.transpose import plan, transpose
-
-
-def median_ms(fn, reps: int, batch: int = 10) -> float:
-    """Median per-launch time of `batch` back-to-back launches: the launcher's host work (argument checks, DLPack)
-    then overlaps the kernels before it, so this measures the GPU, as a pipeline of launches sees it. (Timing one
-    launch at a time measured the host instead: 0.19 ms a transpose here, where Nsight Compute saw 0.127 ms.)"""
-    for _ in range(3):
-        fn(0)
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for i in range(batch):
-            fn(i % 2)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / batch)
-    return statistics.median(times)
 
 
 def main() -> None:

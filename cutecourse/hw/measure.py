@@ -6,6 +6,7 @@ Timing uses CUDA events after a warm-up and reports the median of `reps` runs. t
 
 from __future__ import annotations
 
+from cutecourse.bench import median_ms
 from cutecourse.hw.specs import SPECS, GPUSpec
 
 
@@ -22,22 +23,6 @@ def spec_for(device_name: str) -> GPUSpec | None:
     return None
 
 
-def _median_ms(fn, reps: int) -> float:  # noqa: ANN001 - a callable that launches GPU work
-    import torch
-
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return sorted(times)[len(times) // 2]
-
-
 def copy_bandwidth_tbs(megabytes: int = 1024, reps: int = 20) -> float:
     """Device-to-device copy bandwidth in TB/s: bytes read + bytes written, per second. Use far more than L2."""
     if megabytes < 64:
@@ -46,7 +31,7 @@ def copy_bandwidth_tbs(megabytes: int = 1024, reps: int = 20) -> float:
 
     src = torch.empty(megabytes * 2**20, dtype=torch.uint8, device="cuda")
     dst = torch.empty_like(src)
-    ms = _median_ms(lambda: dst.copy_(src), reps)
+    ms = median_ms(lambda _: dst.copy_(src), reps)
     return 2 * src.numel() / (ms * 1e-3) / 1e12
 
 
@@ -60,5 +45,5 @@ def matmul_tflops(n: int = 8192, dtype: str = "float16", reps: int = 20) -> floa
         raise ValueError(f"dtype={dtype!r}: use 'float16', 'bfloat16' or 'float32'")
     a = torch.randn(n, n, device="cuda", dtype=getattr(torch, dtype))
     b, c = torch.randn_like(a), torch.empty_like(a)
-    ms = _median_ms(lambda: torch.matmul(a, b, out=c), reps)
+    ms = median_ms(lambda _: torch.matmul(a, b, out=c), reps)
     return 2 * n**3 / (ms * 1e-3) / 1e12
