@@ -44,6 +44,15 @@ def census(ptx: str) -> collections.Counter[str]:
     return counts
 
 
+_GUARD = re.compile(r"^\s*@!?%p\w*\s+(?:bra|ld\.global|st\.global)", re.MULTILINE)
+
+
+def guarded(ptx: str) -> int:
+    """How many predicated branches or predicated global accesses `ptx` has: each guards an access from a thread
+    whose element lies outside the tensor."""
+    return len(_GUARD.findall(ptx))
+
+
 def count(ptx: str, prefix: str) -> int:
     """Number of instructions whose opcode starts with `prefix` (``count(ptx, "ld.global.v4")``)."""
     return sum(n for op, n in census(ptx).items() if op.startswith(prefix))

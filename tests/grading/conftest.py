@@ -64,3 +64,20 @@ def grade_lesson(tmp_path: Path, lesson: str, answers: dict[str, str], timeout: 
     path = tmp_path / f"{lesson}.ipynb"
     nbio.dump(build.filled(nbio.load(ROOT / "exercises" / f"{lesson}.ipynb"), answers), path)
     return grader.grade(path, grader.Course.at(ROOT), timeout=timeout)
+
+
+def without_predicate(source: str) -> str:
+    """A predicated kernel's answer with its predicate removed: right on whole tiles, out of bounds at the edges."""
+    lines = [line for line in source.splitlines(keepends=True)
+             if "pred = cute.make_rmem_tensor" not in line and "cute.size(pred)" not in line
+             and "pred[i] = " not in line]
+    out = "".join(lines).replace(", pred=pred)", ")")
+    assert "pred" not in out.replace("predicat", ""), "the solution's predicate changed shape; update this helper"
+    return out
+
+
+def one_column_short(source: str, coords: str) -> str:
+    """A predicated kernel's answer whose bound stops one column early: the last column is never written."""
+    right = f"cute.elem_less({coords}[i], shape)"
+    assert right in source, f"the solution no longer has {right!r}; update this helper"
+    return source.replace(right, f"cute.elem_less({coords}[i], (shape[0], shape[1] - 1))")

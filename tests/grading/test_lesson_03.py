@@ -12,7 +12,7 @@ import pytest
 from cutecourse import env
 from cutecourse.grading import checks, grader, reports
 
-from .conftest import grade_lesson, lesson_solution
+from .conftest import grade_lesson, lesson_solution, one_column_short, without_predicate
 
 LESSON = "03_tensors_partitioning"
 NBVAL = grader.nbval_available() is None
@@ -28,37 +28,10 @@ def submit(tmp_path: Path, answers: dict[str, str]) -> grader.Report:
     return grade_lesson(tmp_path, LESSON, answers, timeout=120)
 
 
-def kernel_with(body: str) -> str:
-    """The solution's 3.2 answer cell with the kernel's body replaced."""
-    source = solution("3.2")
-    start, end = source.index("    ### BEGIN SOLUTION"), source.index("    ### END SOLUTION")
-    return source[:start] + textwrap.indent(textwrap.dedent(body).strip("\n"), "    ") + "\n" + source[end:]
-
-
-BODY = """
-    tidx, _, _ = cute.arch.thread_idx()
-    bidx, bidy, _ = cute.arch.block_idx()
-    tile = ((None, None), (bidx, bidy))
-    thr_S = cute.local_partition(gS[tile], thr_layout, tidx)
-    thr_DT = cute.local_partition(gDT[tile], thr_layout, tidx)
-    thr_c = cute.local_partition(cS[tile], thr_layout, tidx)
-    pred = cute.make_rmem_tensor(thr_c.shape, cutlass.Boolean)
-    for i in cutlass.range_constexpr(cute.size(pred)):
-        pred[i] = cute.elem_less(thr_c[i], shape)
-    rmem = cute.make_fragment_like(thr_S)
-    atom = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), gS.element_type)
-    cute.copy(atom, thr_S, rmem, pred=pred)
-    cute.copy(atom, rmem, thr_DT, pred=pred)
-"""
 # No predicate: right for shapes that are multiples of 32, out of bounds on the edge tiles of any other.
-NO_PREDICATE = BODY.split("    pred = ")[0] + """
-    rmem = cute.make_fragment_like(thr_S)
-    atom = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), gS.element_type)
-    cute.copy(atom, thr_S, rmem)
-    cute.copy(atom, rmem, thr_DT)
-"""
+NO_PREDICATE = without_predicate(solution("3.2"))
 # The predicate's bound is one column short: the last column of S (last row of D) is never written.
-LAST_COLUMN_LOST = BODY.replace("cute.elem_less(thr_c[i], shape)", "cute.elem_less(thr_c[i], (shape[0], shape[1] - 1))")
+LAST_COLUMN_LOST = one_column_short(solution("3.2"), "thr_c")
 
 # Each wrong answer makes one classic mistake; the check's hint points at it.
 WRONG = {
@@ -69,7 +42,7 @@ def thread_coords(tile_shape, thr_shape, thr_stride, tid):
     r, c = divmod(tid, b)
     return [(r + a * i, c + b * j) for j in range(N // b) for i in range(M // a)]
 """,
-    "3.2": kernel_with(NO_PREDICATE),
+    "3.2": NO_PREDICATE,
     # counts elements as if each were one 4-byte word
     "3.3": """
 def smem_bank(m, n, col_stride, element_bits):
@@ -152,7 +125,7 @@ def test_every_check_and_hidden_test_fails_on_a_wrong_answer(tmp_path):
 
 @pytest.mark.gpu(80)
 def test_gpu_check_and_hidden_test_fail_a_kernel_that_loses_the_last_column(tmp_path):
-    report = submit(tmp_path, {"3.2": kernel_with(LAST_COLUMN_LOST)})
+    report = submit(tmp_path, {"3.2": LAST_COLUMN_LOST})
     names = {t.name.split(" (")[0]: t.status for t in report.tests}
     expected = {"hidden test_naive_transpose_on_random_shapes_and_dtypes"}
     if NBVAL:

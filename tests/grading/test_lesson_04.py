@@ -12,7 +12,7 @@ import pytest
 from cutecourse import env
 from cutecourse.grading import checks, grader, reports
 
-from .conftest import grade_lesson, lesson_solution
+from .conftest import grade_lesson, lesson_solution, one_column_short, without_predicate
 
 LESSON = "04_tiled_copy"
 NBVAL = grader.nbval_available() is None
@@ -35,29 +35,10 @@ def with_body(exercise: str, body: str) -> str:
     return source[:start] + textwrap.indent(textwrap.dedent(body).strip("\n"), "    ") + "\n" + source[end:]
 
 
-KERNEL = """
-    tidx, _, _ = cute.arch.thread_idx()
-    bidx, bidy, _ = cute.arch.block_idx()
-    tile = ((None, None), (bidx, bidy))
-    thr_copy = tiled_copy.get_slice(tidx)
-    tAgA = thr_copy.partition_S(gA[tile])
-    tBgB = thr_copy.partition_D(gB[tile])
-    tAcA = thr_copy.partition_S(cA[tile])
-    pred = cute.make_rmem_tensor(tAcA.shape, cutlass.Boolean)
-    for i in cutlass.range_constexpr(cute.size(pred)):
-        pred[i] = cute.elem_less(tAcA[i], shape)
-    frag = cute.make_fragment_like(tAgA)
-    cute.copy(tiled_copy, tAgA, frag, pred=pred)
-    cute.copy(tiled_copy, frag, tBgB, pred=pred)
-"""
 # No predicate: right for shapes that are multiples of the 8x128 tile, out of bounds on the edge tiles of any other.
-NO_PREDICATE = KERNEL.split("    pred = ")[0] + """
-    frag = cute.make_fragment_like(tAgA)
-    cute.copy(tiled_copy, tAgA, frag)
-    cute.copy(tiled_copy, frag, tBgB)
-"""
+NO_PREDICATE = without_predicate(solution("4.2"))
 # The predicate's bound is one column short: the last column of B is never written.
-LAST_COLUMN_LOST = KERNEL.replace("cute.elem_less(tAcA[i], shape)", "cute.elem_less(tAcA[i], (shape[0], shape[1] - 1))")
+LAST_COLUMN_LOST = one_column_short(solution("4.2"), "tAcA")
 
 # Each wrong answer makes one classic mistake; the check's hint points at it.
 WRONG = {
@@ -68,7 +49,7 @@ WRONG = {
         tiler_mn, layout_tv = cute.make_layout_tv(thr_layout, val_layout)
         out.append((str(tiler_mn), str(layout_tv)))
     """),
-    "4.2": with_body("4.2", NO_PREDICATE),
+    "4.2": NO_PREDICATE,
     # one scalar per thread, warps along rows
     "4.3": """
 def split(tile_m, tile_n, dtype_bits, threads):
@@ -137,7 +118,7 @@ def test_every_check_and_hidden_test_fails_on_a_wrong_answer(tmp_path):
 
 @pytest.mark.gpu(80)
 def test_gpu_check_and_hidden_test_fail_a_kernel_that_loses_the_last_column(tmp_path):
-    report = submit(tmp_path, {"4.2": with_body("4.2", LAST_COLUMN_LOST)})
+    report = submit(tmp_path, {"4.2": LAST_COLUMN_LOST})
     names = {t.name.split(" (")[0]: t.status for t in report.tests}
     expected = {"hidden test_predicated_copy_on_random_shapes_and_dtypes"}
     if NBVAL:

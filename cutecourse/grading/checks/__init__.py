@@ -111,6 +111,34 @@ def relative_error(got: Any, ref: Any) -> float:
 
 
 
+def rounded(x: Any, dtype: str) -> Any:
+    """`x` (float32 numpy) as the learner's process sees it after the cast to `dtype`, back as float64: the exact
+    reference for kernels that move data without arithmetic."""
+    import numpy as np
+    import torch
+
+    return torch.from_numpy(np.asarray(x, dtype=np.float32)).to(getattr(torch, dtype)).double().numpy()
+
+
+def exact_hint(want: Any, got: Any) -> str | None:
+    """What is wrong with `got` against `want` (2-D numpy arrays; NaN in `got` = never written), or None."""
+    import numpy as np
+
+    want, got = np.asarray(want, dtype=np.float64), np.asarray(got, dtype=np.float64)
+    if got.shape != want.shape:
+        return f"the output has shape {got.shape}, expected {want.shape}"
+    unwritten = np.isnan(got)
+    if unwritten.any():
+        i, j = np.argwhere(unwritten)[0]
+        return (f"{int(unwritten.sum())} of {got.size} outputs were never written (the first is out[{i}, {j}]); "
+                f"is the predicate too strict, or a tile missing from the grid?")
+    wrong = got != want
+    if wrong.any():
+        i, j = np.argwhere(wrong)[0]
+        return f"{int(wrong.sum())} of {got.size} outputs are wrong (the first is out[{i}, {j}])"
+    return None
+
+
 def _discover() -> dict[str, Check]:
     import importlib
     import pkgutil

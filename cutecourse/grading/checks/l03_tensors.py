@@ -9,12 +9,11 @@ and generators on random inputs.
 from __future__ import annotations
 
 import random
-import re
 from typing import Any
 
 import cutecourse.layout as eager
 from cutecourse.grading import sandbox
-from cutecourse.grading.checks import Check
+from cutecourse.grading.checks import Check, exact_hint, rounded
 
 # --------------------------------------------------------------------------- 3.1 local_partition by hand
 
@@ -68,9 +67,6 @@ thread_coords = Check("thread_coords", "thread_coords", _partition_cases, _judge
 
 # --------------------------------------------------------------------------- 3.2 the naive transpose kernel
 
-_GUARD = re.compile(r"^\s*@!?%p\w*\s+(bra|ld\.global|st\.global)", re.MULTILINE)
-
-
 def ptx_hint(code: Any, dtype: str) -> str | None:
     """What is wrong with the naive step's PTX for `dtype` (None if nothing): 4 scalar loads and stores per thread,
     each guarded by a predicate, and no shared memory."""
@@ -85,7 +81,7 @@ def ptx_hint(code: Any, dtype: str) -> str | None:
     if loads != 4 or stores != 4:
         return (f"the PTX has {loads} ld.global.b{bits} and {stores} st.global.b{bits}; each of the 256 threads "
                 f"should move its share of the 32x32 tile with one scalar load and one scalar store per element")
-    if len(_GUARD.findall(code)) < loads + stores:
+    if ptx.guarded(code) < loads + stores:
         return ("some global accesses are not guarded by a predicate: with M or N not a multiple of 32, threads of "
                 "the edge tiles would read and write outside the matrices (use the identity tensor cS)")
     return None
@@ -106,22 +102,11 @@ def transpose_hint(src: Any, out: Any) -> str | None:
     """What is wrong with `out` as the transpose of `src` (numpy arrays; NaN = never written), or None."""
     import numpy as np
 
-    want = np.asarray(src, dtype=np.float64).T
-    got = np.asarray(out, dtype=np.float64)
-    if got.shape != want.shape:
-        return f"the output has shape {got.shape}, expected {want.shape}"
-    unwritten = np.isnan(got)
-    if unwritten.any():
-        n, m = np.argwhere(unwritten)[0]
-        return (f"{int(unwritten.sum())} of {got.size} outputs were never written (the first is out[{n}, {m}], "
-                f"i.e. S[{m}, {n}]); is the predicate too strict, or a tile missing from the grid?")
-    wrong = got != want
-    if wrong.any():
-        n, m = np.argwhere(wrong)[0]
-        if np.array_equal(got.reshape(-1), np.asarray(src, dtype=np.float64).reshape(-1)):
-            return "the output holds S in row-major order, not Sᵀ: write through the column-major view of D"
-        return f"{int(wrong.sum())} of {got.size} outputs are wrong (the first is out[{n}, {m}])"
-    return None
+    src, got = np.asarray(src, dtype=np.float64), np.asarray(out, dtype=np.float64)
+    if got.shape == src.T.shape and not np.isnan(got).any() and not np.array_equal(got, src.T) \
+            and np.array_equal(got.reshape(-1), src.reshape(-1)):
+        return "the output holds S in row-major order, not Sᵀ: write through the column-major view of D"
+    return exact_hint(src.T, got)
 
 
 def _transpose_cases() -> list[tuple[Any, ...]]:
@@ -134,14 +119,6 @@ def _transpose_cases() -> list[tuple[Any, ...]]:
         x = rng.standard_normal((m, n)).astype(np.float32)
         cases.append((sandbox.tensor(x, dtype), sandbox.poisoned((n, m), dtype)))
     return cases
-
-
-def rounded(x: Any, dtype: str) -> Any:
-    """`x` (float32 numpy) as the learner's process sees it: cast to `dtype`, back as float64."""
-    import numpy as np
-    import torch
-
-    return torch.from_numpy(np.asarray(x, dtype=np.float32)).to(getattr(torch, dtype)).double().numpy()
 
 
 def _judge_transpose(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import cutecourse.layout as eager
 from cutecourse.grading import sandbox
-from cutecourse.grading.checks import Check
+from cutecourse.grading.checks import Check, exact_hint, rounded
 
 # --------------------------------------------------------------------------- 4.1 the TV layout of a 128-bit copy
 
@@ -64,9 +64,6 @@ tv_for = Check("tv_for", "tv_for", _tv_cases, _judge_tv)
 
 # --------------------------------------------------------------------------- 4.2 the predicated copy
 
-_GUARD = re.compile(r"^\s*@!?%p\w*\s+(bra|ld\.global|st\.global)", re.MULTILINE)
-
-
 def predicated_ptx_hint(code: Any, dtype: str) -> str | None:
     """What is wrong with the predicated copy's PTX for `dtype` (None if nothing): 4 scalar global loads and 4 stores
     per thread, each behind a predicate."""
@@ -79,7 +76,7 @@ def predicated_ptx_hint(code: Any, dtype: str) -> str | None:
     if loads != 4 or stores != 4:
         return (f"the PTX has {loads} ld.global.b{bits} and {stores} st.global.b{bits}; each of the 256 threads "
                 f"should copy its 4 elements of the 8x128 tile once: global -> registers -> global")
-    if len(_GUARD.findall(code)) < loads + stores:
+    if ptx.guarded(code) < loads + stores:
         return ("some global accesses are not guarded by a predicate: on a matrix whose sides are not multiples of "
                 "the tile, the threads of the edge tiles would touch memory outside it (partition the identity "
                 "tensor like the data and compare each coordinate with the shape)")
@@ -99,30 +96,7 @@ predicated_ptx = Check("predicated_ptx", "predicated_ptx", _ptx_cases, _judge_pt
 
 def copy_hint(src: Any, out: Any) -> str | None:
     """What is wrong with `out` as a copy of `src` (numpy arrays; NaN = never written), or None."""
-    import numpy as np
-
-    want = np.asarray(src, dtype=np.float64)
-    got = np.asarray(out, dtype=np.float64)
-    if got.shape != want.shape:
-        return f"the output has shape {got.shape}, expected {want.shape}"
-    unwritten = np.isnan(got)
-    if unwritten.any():
-        m, n = np.argwhere(unwritten)[0]
-        return (f"{int(unwritten.sum())} of {got.size} outputs were never written (the first is out[{m}, {n}]); "
-                f"is the predicate too strict, or a tile missing from the grid?")
-    wrong = got != want
-    if wrong.any():
-        m, n = np.argwhere(wrong)[0]
-        return f"{int(wrong.sum())} of {got.size} outputs are wrong (the first is out[{m}, {n}])"
-    return None
-
-
-def rounded(x: Any, dtype: str) -> Any:
-    """`x` (float32 numpy) as the learner's process sees it: cast to `dtype`, back as float64."""
-    import numpy as np
-    import torch
-
-    return torch.from_numpy(np.asarray(x, dtype=np.float32)).to(getattr(torch, dtype)).double().numpy()
+    return exact_hint(src, out)
 
 
 def _copy_cases() -> list[tuple[Any, ...]]:
