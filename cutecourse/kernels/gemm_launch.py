@@ -1,0 +1,245 @@
+"""What every GEMM step shares: the operand checks, the pointers the compiled kernels take, the layouts built from
+them inside ``@cute.jit``, and a compile cache whose hits cost a few microseconds.
+
+The steps compute ``c = a @ b`` in torch's terms: ``a`` is (M, K), ``b`` is (K, N), ``c`` is (M, N). Inside the
+kernels they follow CuTe's convention instead: A is (M, K), B is (N, K), C is (M, N), so both operands are indexed
+by K in their second mode and an MMA reads them alike. Each operand may be stored either way:
+
+===========  =====================================  ==========================================
+operand      K-major (K contiguous)                 MN-major (M or N contiguous)
+===========  =====================================  ==========================================
+``a`` (M,K)  ``a.is_contiguous()``: (M,K):(K,1)     ``a = at.t()``, ``at`` (K,M): (M,K):(1,M)
+``b`` (K,N)  ``b = bt.t()``, ``bt`` (N,K): (N,K):(K,1)  ``b.is_contiguous()``: (N,K):(1,N)
+===========  =====================================  ==========================================
+
+C is row-major. The compiled kernels take raw pointers and M, N, K, not DLPack tensors: building three pointers
+costs about 4 µs where three DLPack conversions cost about 30 µs, and the layouts above are then written out in the
+host code, where a learner can read them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+AB_DTYPES = ("float16", "bfloat16")
+C_DTYPES = ("float32", "float16", "bfloat16")
+
+
+@dataclass(frozen=True)
+class Operands:
+    """The compile-time traits of one call (the cache key with a step's Config) and its extents (runtime)."""
+
+    ab: str  # "float16" or "bfloat16"
+    c: str  # "float32", "float16" or "bfloat16"
+    a_major: str  # "k" or "m"
+    b_major: str  # "k" or "n"
+    vector: int = 1  # elements per access the step may assume the leading dimensions are divisible by
+
+
+def _name(t: Any) -> str:
+    return str(t.dtype).removeprefix("torch.")
+
+
+def _majors(name: str, t: Any, contiguous: str, transposed: str, how: str) -> list[str]:
+    """The majors `t`'s strides allow: one, or both when a dimension is 1 (torch ignores the stride of such a mode)."""
+    majors = [major for major, ok in ((contiguous, t.is_contiguous()), (transposed, t.t().is_contiguous())) if ok]
+    if not majors:
+        raise ValueError(f"{name} has shape {tuple(t.shape)} and strides {t.stride()}: neither row- nor column-major. "
+                         f"Pass {name}.contiguous() ({how})")
+    return majors
+
+
+def traits(a: Any, b: Any, c: Any, *, step: str, vector: bool, alternative: str = "gemm2_smem") -> Operands:
+    """The dtypes, shapes, majors and alignment of ``c = a @ b`` for `step`, checked on any device (CPU tensors
+    too: compiling without a GPU goes through here).
+
+    `vector`: the step moves 16-byte vectors, so each operand's contiguous extent must hold whole vectors and its base
+    must be 16-byte aligned.
+    """
+    import torch
+
+    for name, t in (("a", a), ("b", b), ("c", c)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != 2:
+            raise ValueError(f"{name} must be 2-D, got shape {tuple(t.shape)}")
+        if t.numel() >= 2**31:
+            raise ValueError(f"{name} has {t.numel()} elements, 2**31 or more; split the GEMM (32-bit indexing)")
+    for name, t in (("a", a), ("b", b)):
+        if _name(t) not in AB_DTYPES:
+            raise ValueError(f"{name} has dtype {t.dtype}; the GEMM steps take float16 or bfloat16 operands: "
+                             f"{name} = {name}.to(torch.bfloat16)")
+    if b.dtype != a.dtype:
+        raise ValueError(f"b has dtype {b.dtype} but a has {a.dtype}: b = b.to({a.dtype})")
+    if _name(c) not in C_DTYPES:
+        raise ValueError(f"c has dtype {c.dtype}; pick float32, float16 or bfloat16")
+    (m, k), (kb, n) = a.shape, b.shape
+    if kb != k:
+        raise ValueError(f"a is {tuple(a.shape)} and b is {tuple(b.shape)}: a's columns (K={k}) must equal b's rows")
+    if tuple(c.shape) != (m, n):
+        raise ValueError(f"c has shape {tuple(c.shape)}; a @ b is ({m}, {n}): "
+                         f"c = torch.empty({m}, {n}, dtype=..., device='cuda')")
+    if not c.is_contiguous():
+        raise ValueError(f"c has strides {c.stride()}; pass a row-major output: c = torch.empty({m}, {n}, ...)")
+    a_majors = _majors("a", a, "k", "m", "or a = at.t() with at a contiguous (K, M) tensor")
+    b_majors = _majors("b", b, "n", "k", "or b = bt.t() with bt a contiguous (N, K) tensor")
+    elems = 16 // a.element_size()
+    lead = {"k": k, "m": m, "n": n}
+    if vector:  # of two possible majors (a dimension of 1), take one whose contiguous extent holds whole vectors
+        a_majors = sorted(a_majors, key=lambda major: lead[major] % elems != 0)
+        b_majors = sorted(b_majors, key=lambda major: lead[major] % elems != 0)
+    a_major, b_major = a_majors[0], b_majors[0]
+    if vector:
+        extents = (("a", a, lead[a_major], a_major.upper(), elems), ("b", b, lead[b_major], b_major.upper(), elems),
+                   ("c", c, n, "N", 16 // c.element_size()))
+        for name, t, extent, what, per in extents:
+            if extent % per or t.data_ptr() % 16:
+                raise ValueError(
+                    f"{name}'s contiguous extent is {what}={extent} and its address is {t.data_ptr() % 16} bytes past "
+                    f"16-byte alignment; {step} moves 16-byte vectors, so {what} must be a multiple of {per} and "
+                    f"{name} 16-byte aligned. Pad {what} (torch.nn.functional.pad) or use {alternative}, which takes "
+                    "any shape")
+    return Operands(_name(a), _name(c), a_major, b_major, elems if vector else 1)
+
+
+_capability: dict[Any, int] = {}
+
+
+def check(a: Any, b: Any, c: Any, *, step: str, vector: bool, min_cc: int,
+          alternative: str = "gemm2_smem") -> Operands:
+    """`traits`, plus: all three on one GPU of compute capability `min_cc` or newer (80 or 90: the step's
+    instructions do not exist before)."""
+    import torch
+
+    for name, t in (("a", a), ("b", b), ("c", c)):
+        if isinstance(t, torch.Tensor) and not t.is_cuda:
+            raise ValueError(f"{name} is on {t.device}; move it to the GPU: {name} = {name}.cuda()")
+        if isinstance(t, torch.Tensor) and t.device != a.device:
+            raise ValueError(f"{name} is on {t.device} but a is on {a.device}; put all three on one GPU")
+    ops = traits(a, b, c, step=step, vector=vector, alternative=alternative)
+    if a.device not in _capability:
+        major, minor = torch.cuda.get_device_capability(a.device)
+        _capability[a.device] = major * 10 + minor
+    cc = _capability[a.device]
+    if cc < min_cc:
+        raise ValueError(f"{step} needs sm_{min_cc} or newer (its instructions do not exist before); this GPU is "
+                         f"sm_{cc}: use " + ("gemm4_multistage" if min_cc >= 90 else alternative))
+    return ops
+
+
+def dtype(name: str) -> Any:
+    import cutlass
+
+    return {"float32": cutlass.Float32, "float16": cutlass.Float16, "bfloat16": cutlass.BFloat16}[name]
+
+
+def pointers(ops: Operands, a: Any, b: Any, c: Any) -> tuple[Any, Any, Any]:
+    """Global-memory pointers to the three operands' first elements, each promised 16-byte aligned when the step
+    vectorizes (the checks above made sure)."""
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_ptr
+
+    gmem = cute.AddressSpace.gmem
+    return (make_ptr(dtype(ops.ab), a.data_ptr(), gmem, assumed_align=16 if ops.vector > 1 else a.element_size()),
+            make_ptr(dtype(ops.ab), b.data_ptr(), gmem, assumed_align=16 if ops.vector > 1 else b.element_size()),
+            make_ptr(dtype(ops.c), c.data_ptr(), gmem, assumed_align=16 if ops.vector > 1 else c.element_size()))
+
+
+def tensors(ops: Operands, pA: Any, pB: Any, pC: Any, m: Any, n: Any, k: Any) -> tuple[Any, Any, Any]:
+    """Inside ``@cute.jit``: A (M, K), B (N, K) and C (M, N) as CuTe tensors over the pointers, with the strides the
+    table in this module's docstring gives. Leading dimensions are promised divisible by ``ops.vector``."""
+    import cutlass.cute as cute
+
+    def lead(x: Any) -> Any:
+        return cute.assume(x, divby=ops.vector) if ops.vector > 1 else x
+
+    c_vector = 16 // (dtype(ops.c).width // 8) if ops.vector > 1 else 1
+    a_layout = cute.make_layout((m, k), stride=(lead(k), 1) if ops.a_major == "k" else (1, lead(m)))
+    b_layout = cute.make_layout((n, k), stride=(lead(k), 1) if ops.b_major == "k" else (1, lead(n)))
+    c_layout = cute.make_layout((m, n), stride=(cute.assume(n, divby=c_vector) if c_vector > 1 else n, 1))
+    return cute.make_tensor(pA, a_layout), cute.make_tensor(pB, b_layout), cute.make_tensor(pC, c_layout)
+
+
+def stream() -> Any:
+    import cuda.bindings.driver as cuda
+    import torch
+
+    return cuda.CUstream(torch.cuda.current_stream().cuda_stream)
+
+
+def compile_for(host: Any, config: Any, ops: Operands, a: Any, b: Any, c: Any, stream: Any,
+                options: str = "") -> Any:
+    """``cute.compile`` a step's ``host(pA, pB, pC, m, n, k, stream, ops, config)`` for these operands. Works on
+    CPU tensors too, so every step compiles (and shows its PTX) without a GPU."""
+    import cutlass
+    import cutlass.cute as cute
+
+    m, k = a.shape
+    n = b.shape[1]
+    return cute.compile(host, *pointers(ops, a, b, c), cutlass.Int32(m), cutlass.Int32(n), cutlass.Int32(k), stream,
+                        ops, config, options=options)
+
+
+class Launcher:
+    """One step's launcher: validate, compile once per (operand traits, config), then call with raw pointers.
+
+    ``Launcher(host, Config, step="gemm1_naive", vector=False, min_cc=80)(a, b, c)``; a cache hit costs the checks,
+    three pointers and the call.
+    """
+
+    def __init__(self, host: Any, config_type: Callable[..., Any], *, step: str, vector: bool, min_cc: int,
+                 alternative: str = "gemm2_smem") -> None:
+        self.host, self.config_type, self.step = host, config_type, step
+        self.vector, self.min_cc, self.alternative = vector, min_cc, alternative
+        self.compiled: dict[tuple[Any, ...], Any] = {}
+
+    def __call__(self, a: Any, b: Any, c: Any = None, config: Any = None) -> Any:
+        import torch
+
+        if c is None and isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dim() == b.dim() == 2:
+            c = torch.empty(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
+        ops = check(a, b, c, step=self.step, vector=self.vector, min_cc=self.min_cc, alternative=self.alternative)
+        (m, k), n = a.shape, b.shape[1]
+        config = config if config is not None else self.config_type()
+        if m == 0 or n == 0:
+            return c
+        if k == 0:
+            return c.zero_()
+        s = stream()
+        key = (ops, config)
+        fn = self.compiled.get(key)
+        if fn is None:
+            fn = self.compiled[key] = compile_for(self.host, config, ops, a, b, c, s)
+        fn(*pointers(ops, a, b, c), m, n, k, s)
+        return c
+
+
+#: C dtype -> (bound on ‖c − ref‖/‖ref‖, bound on max|c − ref| / rms(ref)): fp32 accumulation over K ≤ 4096 stays
+#: far inside the fp32 bounds; fp16 and bf16 C add one rounding (2^-11, 2^-8 relative) per element.
+BOUNDS = {"float32": (1e-4, 1e-3), "float16": (2e-3, 8e-3), "bfloat16": (1e-2, 6e-2)}
+
+
+def error(c: Any, a: Any, b: Any) -> tuple[float, float, int]:
+    """How far `c` is from ``a @ b`` computed in float64 from the same (rounded) inputs: the relative Frobenius
+    error, the largest elementwise error over the reference's RMS, and the number of NaN (never written) outputs."""
+    import torch
+
+    ref = a.double() @ b.double()
+    got = c.double()
+    unwritten = int(got.isnan().sum())
+    diff = (got - ref).nan_to_num(nan=float("inf"))
+    scale = max(float(ref.norm()), 1e-300)
+    rms = max(scale / max(ref.numel(), 1) ** 0.5, 1e-300)
+    return float(diff.norm()) / scale, float(diff.abs().max()) / rms if diff.numel() else 0.0, unwritten
+
+
+def within_bounds(c: Any, a: Any, b: Any) -> str | None:
+    """None when `c` is ``a @ b`` within `BOUNDS` for its dtype, else what is wrong (for assertion messages)."""
+    rel, worst, unwritten = error(c, a, b)
+    frobenius, elementwise = BOUNDS[_name(c)]
+    if unwritten:
+        return f"{unwritten} of {c.numel()} outputs never written (still NaN)"
+    if rel > frobenius or worst > elementwise:
+        return f"relative error {rel:.2e} (bound {frobenius:.0e}), worst element {worst:.2e}·rms (bound {elementwise:.0e})"
+    return None

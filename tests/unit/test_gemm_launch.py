@@ -1,0 +1,78 @@
+"""The GEMM launchers' checks: each misuse gets a ValueError naming the argument and the fix, on any device (the
+shape, dtype, major and alignment rules are checked on CPU tensors here; the GPU tests repeat the device rules)."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from cutecourse.kernels import gemm_launch  # noqa: E402
+
+
+def traits(a, b, c, vector=True):
+    return gemm_launch.traits(a, b, c, step="gemm4_multistage", vector=vector)
+
+
+def operands(m=64, n=32, k=16, dtype=torch.float16, out=torch.float32):
+    return torch.empty(m, k, dtype=dtype), torch.empty(k, n, dtype=dtype), torch.empty(m, n, dtype=out)
+
+
+def test_majors_follow_the_strides():
+    a, b, c = operands()
+    assert traits(a, b, c) == gemm_launch.Operands("float16", "float32", "k", "n", 8)
+    at, bt = torch.empty(16, 64, dtype=torch.float16), torch.empty(32, 16, dtype=torch.float16)
+    assert traits(at.t(), bt.t(), c) == gemm_launch.Operands("float16", "float32", "m", "k", 8)
+    assert traits(a.bfloat16(), b.bfloat16(), c.half(), vector=False) == \
+        gemm_launch.Operands("bfloat16", "float16", "k", "n", 1)
+
+
+@pytest.mark.parametrize("change, match", [
+    (lambda a, b, c: (a.float(), b, c), r"a has dtype torch.float32; .* a = a.to\(torch.bfloat16\)"),
+    (lambda a, b, c: (a, b.bfloat16(), c), r"b has dtype torch.bfloat16 but a has torch.float16: b = b.to"),
+    (lambda a, b, c: (a, b, c.double()), r"c has dtype torch.float64; pick float32, float16 or bfloat16"),
+    (lambda a, b, c: (a, b[:8], c), r"a is \(64, 16\) and b is \(8, 32\): a's columns \(K=16\) must equal b's rows"),
+    (lambda a, b, c: (a, b, c[:, :16]), r"c has shape \(64, 16\); a @ b is \(64, 32\)"),
+    (lambda a, b, c: (a, b, c.t().contiguous().t()), r"c has strides \(1, 64\); pass a row-major output"),
+    (lambda a, b, c: (a[:, ::2], b[::2], c), r"a has shape \(64, 8\) and strides \(16, 2\): neither row- nor column"),
+    (lambda a, b, c: (a[0], b, c), r"a must be 2-D, got shape \(16,\)"),
+    (lambda a, b, c: (a.numpy(), b, c), r"a must be a torch.Tensor, got ndarray"),
+])
+def test_misuse_names_the_argument_and_the_fix(change, match):
+    with pytest.raises(ValueError, match=match):
+        traits(*change(*operands()))
+
+
+def test_the_16_byte_rule_names_the_extent_and_the_way_out():
+    a, b, c = operands(k=12)
+    with pytest.raises(ValueError, match=r"a's contiguous extent is K=12 .* multiple of 8 .* or use gemm2_smem"):
+        traits(a, torch.empty(12, 32, dtype=torch.float16), c)
+    a, b, c = operands(n=36)
+    with pytest.raises(ValueError, match=r"b's contiguous extent is N=36"):
+        traits(a, b, c)
+    a, b, c = operands(m=60)
+    with pytest.raises(ValueError, match=r"a's contiguous extent is M=60"):
+        traits(torch.empty(16, 60, dtype=torch.float16).t(), b, c)
+    a, b, c = operands()
+    offset = torch.empty(64 * 16 + 1, dtype=torch.float16)[1:].view(64, 16)  # 2 bytes past alignment
+    with pytest.raises(ValueError, match=r"a's contiguous extent is K=16 and its address is 2 bytes past"):
+        traits(offset, b, c)
+    bk = torch.empty(36, 16, dtype=torch.float16).t()  # K-major b: only c's rows constrain N
+    assert traits(a, bk, torch.empty(64, 36)).b_major == "k"  # 144-byte fp32 rows hold whole vectors
+    with pytest.raises(ValueError, match=r"c's contiguous extent is N=36 .* multiple of 8"):
+        traits(a, bk, torch.empty(64, 36, dtype=torch.float16))  # 72-byte fp16 rows do not
+    assert traits(*operands(m=7, n=13, k=5), vector=False).vector == 1  # the SIMT steps take any shape
+
+
+def test_launchers_refuse_cpu_tensors_before_anything_else():
+    from cutecourse.kernels import gemm1_naive
+
+    a, b, c = operands()
+    with pytest.raises(ValueError, match=r"a is on cpu; move it to the GPU: a = a.cuda\(\)"):
+        gemm1_naive.gemm(a, b, c)
+
+
+def test_a_dimension_of_1_allows_either_major_and_the_aligned_one_is_taken():
+    a = torch.empty(16, 1, dtype=torch.float16).t().t()  # (16, 1): both contiguous and transposed-contiguous
+    b = torch.empty(1, 8, dtype=torch.float16)
+    ops = traits(torch.empty(1, 16, dtype=torch.float16).t(), b, torch.empty(16, 8))
+    assert (ops.a_major, ops.b_major) == ("m", "n")  # K = 1 holds no vector, M = 16 does
+    assert traits(a, b, torch.empty(16, 8)).a_major == "m"
