@@ -22,6 +22,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import cutlass
+import cutlass.cute as cute
+from cutlass.cute.runtime import make_ptr
+
+GMEM = cute.AddressSpace.gmem
+
 AB_DTYPES = ("float16", "bfloat16")
 C_DTYPES = ("float32", "float16", "bfloat16")
 
@@ -128,29 +134,27 @@ def check(a: Any, b: Any, c: Any, *, step: str, vector: bool, min_cc: int,
     return ops
 
 
-def dtype(name: str) -> Any:
-    import cutlass
+_DTYPES = {"float32": cutlass.Float32, "float16": cutlass.Float16, "bfloat16": cutlass.BFloat16}
 
-    return {"float32": cutlass.Float32, "float16": cutlass.Float16, "bfloat16": cutlass.BFloat16}[name]
+
+def dtype(name: str) -> Any:
+    """The cutlass type of a dtype name ("bfloat16" -> cutlass.BFloat16)."""
+    return _DTYPES[name]
 
 
 def pointers(ops: Operands, a: Any, b: Any, c: Any) -> tuple[Any, Any, Any]:
     """Global-memory pointers to the three operands' first elements, each promised 16-byte aligned when the step
     vectorizes (the checks above made sure)."""
-    import cutlass.cute as cute
-    from cutlass.cute.runtime import make_ptr
-
-    gmem = cute.AddressSpace.gmem
-    return (make_ptr(dtype(ops.ab), a.data_ptr(), gmem, assumed_align=16 if ops.vector > 1 else a.element_size()),
-            make_ptr(dtype(ops.ab), b.data_ptr(), gmem, assumed_align=16 if ops.vector > 1 else b.element_size()),
-            make_ptr(dtype(ops.c), c.data_ptr(), gmem, assumed_align=16 if ops.vector > 1 else c.element_size()))
+    ab, cd = dtype(ops.ab), dtype(ops.c)
+    vector = ops.vector > 1
+    return (make_ptr(ab, a.data_ptr(), GMEM, assumed_align=16 if vector else a.element_size()),
+            make_ptr(ab, b.data_ptr(), GMEM, assumed_align=16 if vector else b.element_size()),
+            make_ptr(cd, c.data_ptr(), GMEM, assumed_align=16 if vector else c.element_size()))
 
 
 def tensors(ops: Operands, pA: Any, pB: Any, pC: Any, m: Any, n: Any, k: Any) -> tuple[Any, Any, Any]:
     """Inside ``@cute.jit``: A (M, K), B (N, K) and C (M, N) as CuTe tensors over the pointers, with the strides the
     table in this module's docstring gives. Leading dimensions are promised divisible by ``ops.vector``."""
-    import cutlass.cute as cute
-
     def lead(x: Any) -> Any:
         return cute.assume(x, divby=ops.vector) if ops.vector > 1 else x
 
@@ -161,20 +165,28 @@ def tensors(ops: Operands, pA: Any, pB: Any, pC: Any, m: Any, n: Any, k: Any) ->
     return cute.make_tensor(pA, a_layout), cute.make_tensor(pB, b_layout), cute.make_tensor(pC, c_layout)
 
 
-def stream() -> Any:
-    import cuda.bindings.driver as cuda
+_STREAMS: dict[int, Any] = {}
+
+
+def stream(device: int | None = None) -> Any:
+    """torch's current CUDA stream on `device` (default: the current one), as the driver type the compiled kernels
+    take; one object per stream. ``torch._C._cuda_getCurrentRawStream`` (Triton's way) is a fraction of a
+    microsecond, where ``torch.cuda.current_stream()`` builds a Python stream object each call."""
     import torch
 
-    return cuda.CUstream(torch.cuda.current_stream().cuda_stream)
+    handle = torch._C._cuda_getCurrentRawStream(torch.cuda.current_device() if device is None else device)
+    s = _STREAMS.get(handle)
+    if s is None:
+        import cuda.bindings.driver as cuda
+
+        s = _STREAMS[handle] = cuda.CUstream(handle)
+    return s
 
 
 def compile_for(host: Any, config: Any, ops: Operands, a: Any, b: Any, c: Any, stream: Any,
                 options: str = "") -> Any:
     """``cute.compile`` a step's ``host(pA, pB, pC, m, n, k, stream, ops, config)`` for these operands. Works on
     CPU tensors too, so every step compiles (and shows its PTX) without a GPU."""
-    import cutlass
-    import cutlass.cute as cute
-
     m, k = a.shape
     n = b.shape[1]
     return cute.compile(host, *pointers(ops, a, b, c), cutlass.Int32(m), cutlass.Int32(n), cutlass.Int32(k), stream,
@@ -184,34 +196,57 @@ def compile_for(host: Any, config: Any, ops: Operands, a: Any, b: Any, c: Any, s
 class Launcher:
     """One step's launcher: validate, compile once per (operand traits, config), then call with raw pointers.
 
-    ``Launcher(host, Config, step="gemm1_naive", vector=False, min_cc=80)(a, b, c)``; a cache hit costs the checks,
-    three pointers and the call.
+    ``Launcher(host, Config, step="gemm1_naive", vector=False, min_cc=80)(a, b, c)``. The checks' verdict is kept per
+    (config, dtypes, devices, shapes, strides, alignment), so a repeated call costs that key, three pointers and the
+    call: a few microseconds of host time.
     """
 
     def __init__(self, host: Any, config_type: Callable[..., Any], *, step: str, vector: bool, min_cc: int,
                  alternative: str = "gemm2_smem") -> None:
-        self.host, self.config_type, self.step = host, config_type, step
+        self.host, self.config_type, self.default, self.step = host, config_type, config_type(), step
         self.vector, self.min_cc, self.alternative = vector, min_cc, alternative
         self.compiled: dict[tuple[Any, ...], Any] = {}
+        self.plans: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+
+    def plan(self, a: Any, b: Any, c: Any, config: Any) -> tuple[Any, ...] | None:
+        """Check the call, compile if needed, and return how to launch it (None: nothing to launch)."""
+        ops = check(a, b, c, step=self.step, vector=self.vector, min_cc=self.min_cc, alternative=self.alternative)
+        if c.numel() == 0:
+            return None
+        if a.shape[1] == 0:
+            c.zero_()
+            return None
+        fn = self.compiled.get((ops, config))
+        if fn is None:
+            fn = self.compiled[(ops, config)] = compile_for(self.host, config, ops, a, b, c, stream())
+        ab, cd = dtype(ops.ab), dtype(ops.c)
+        vector = ops.vector > 1
+        return fn, ab, cd, 16 if vector else ab.width // 8, 16 if vector else cd.width // 8
 
     def __call__(self, a: Any, b: Any, c: Any = None, config: Any = None) -> Any:
         import torch
 
         if c is None and isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dim() == b.dim() == 2:
             c = torch.empty(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
-        ops = check(a, b, c, step=self.step, vector=self.vector, min_cc=self.min_cc, alternative=self.alternative)
+        config = self.default if config is None else config
+        try:
+            key = (config, a.dtype, b.dtype, c.dtype, a.device, b.device, c.device, a.shape, b.shape, c.shape,
+                   a.stride(), b.stride(), c.stride(), a.data_ptr() % 16, b.data_ptr() % 16, c.data_ptr() % 16)
+        except (AttributeError, TypeError):  # not tensors: the checks say so
+            key = None
+        plan = self.plans.get(key) if key is not None else None
+        if plan is None:
+            plan = self.plan(a, b, c, config)
+            if plan is None:
+                return c
+            if len(self.plans) > 4096:
+                self.plans.clear()
+            self.plans[key] = plan
+        fn, ab, cd, align_ab, align_c = plan
         (m, k), n = a.shape, b.shape[1]
-        config = config if config is not None else self.config_type()
-        if m == 0 or n == 0:
-            return c
-        if k == 0:
-            return c.zero_()
-        s = stream()
-        key = (ops, config)
-        fn = self.compiled.get(key)
-        if fn is None:
-            fn = self.compiled[key] = compile_for(self.host, config, ops, a, b, c, s)
-        fn(*pointers(ops, a, b, c), m, n, k, s)
+        fn(make_ptr(ab, a.data_ptr(), GMEM, assumed_align=align_ab),
+           make_ptr(ab, b.data_ptr(), GMEM, assumed_align=align_ab),
+           make_ptr(cd, c.data_ptr(), GMEM, assumed_align=align_c), m, n, k, stream(a.get_device()))
         return c
 
 

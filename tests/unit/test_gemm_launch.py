@@ -3,6 +3,7 @@ shape, dtype, major and alignment rules are checked on CPU tensors here; the GPU
 
 import pytest
 
+pytest.importorskip("cutlass")
 torch = pytest.importorskip("torch")
 
 from cutecourse.kernels import gemm_launch  # noqa: E402

@@ -1,0 +1,144 @@
+"""Every GEMM step against torch.matmul (cuBLAS), in one run on the same random-normal data.
+
+    python benchmarks/gemm.py [--dtypes bfloat16 float16] [--rounds 5] [--csv gemm.csv] [--steps 3 4 5 6]
+    python benchmarks/gemm.py --steps 4 --variants 4:bk=64,stages=3 4:raster=1   # Config variants of a step
+    python benchmarks/gemm.py --plot gemm.csv --chart gemm.svg     # the chart, where matplotlib is installed
+
+For each dtype and shape (4096³, 8192³ and two skinny ones) it checks each step's output against float64 torch,
+then times torch.matmul and the steps in `--rounds` interleaved rounds (each round a median over back-to-back
+launches, see cutecourse.bench.median_ms) and reports the median round: TFLOP/s and the ratio to torch.matmul.
+A is K-major (row-major (M, K)); B is K-major (``bt.t()``, the layout CUTLASS calls TN), C has A's dtype; torch
+gets the same tensors and writes into the same C (``torch.matmul(a, b, out=c)``). Steps 1 and 2 (SIMT) are timed
+at 4096³ only: at 8192³ a single launch of step 1 takes seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import importlib
+import statistics
+import time
+
+SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 512), (16384, 1024, 8192)]
+STEPS = ["gemm1_naive", "gemm2_smem", "gemm3_mma", "gemm4_multistage", "gemm5_wgmma", "gemm6_warpspecialized"]
+SIMT = {"gemm1_naive", "gemm2_smem"}
+
+
+def plot(csv_path: str, chart_path: str) -> None:
+    """A bar chart of each step's ratio to torch.matmul, one group per dtype and shape."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with open(csv_path) as f:
+        rows = [r for r in csv.DictReader(f) if r["step"] != "torch.matmul"]
+    groups = sorted({(r["dtype"], r["M"], r["N"], r["K"]) for r in rows}, key=lambda g: (g[0], int(g[1]) * int(g[2])))
+    steps = [s for s in STEPS if any(r["step"] == s for r in rows)]
+    fig, ax = plt.subplots(figsize=(10, 4))
+    width = 0.8 / len(steps)
+    for i, step in enumerate(steps):
+        ratios = [next((float(r["ratio"]) for r in rows if r["step"] == step
+                        and (r["dtype"], r["M"], r["N"], r["K"]) == g), 0.0) for g in groups]
+        ax.bar([g + i * width for g in range(len(groups))], ratios, width, label=step)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks([g + 0.4 - width / 2 for g in range(len(groups))],
+                  [f"{d}\n{m}×{n}×{k}" for d, m, n, k in groups], fontsize=8)
+    ax.set_ylabel("time of torch.matmul / time of step")
+    ax.set_title(f"GEMM steps vs torch.matmul ({rows[0]['gpu']}, {rows[0]['date']})")
+    ax.legend(fontsize=8, ncol=3)
+    fig.tight_layout()
+    fig.savefig(chart_path)
+    print(f"chart: {chart_path}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--dtypes", nargs="+", default=["bfloat16", "float16"])
+    parser.add_argument("--steps", nargs="+", type=int, default=list(range(1, 7)))
+    parser.add_argument("--shapes", nargs="+", default=[f"{m}x{n}x{k}" for m, n, k in SHAPES])
+    parser.add_argument("--variants", nargs="*", default=[], metavar="STEP:FIELD=VALUE,...",
+                        help="also time a step with some Config fields changed (integers), e.g. 4:bk=64,stages=3")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds; the median is reported")
+    parser.add_argument("--csv", default="gemm.csv")
+    parser.add_argument("--chart", default="gemm.svg")
+    parser.add_argument("--plot", metavar="CSV", help="only draw the chart of an earlier run's CSV")
+    args = parser.parse_args()
+    if args.plot:
+        plot(args.plot, args.chart)
+        return
+
+    import torch
+    from tqdm import tqdm
+
+    from cutecourse.bench import median_ms
+    from cutecourse.kernels import gemm_launch
+
+    gpu = torch.cuda.get_device_name()
+    date = datetime.date.today().isoformat()
+    steps = [STEPS[i - 1] for i in args.steps]
+    modules = {s: importlib.import_module(f"cutecourse.kernels.{s}") for s in steps}
+    launches = {s: (m.gemm, m.Config()) for s, m in modules.items()}
+    for spec in args.variants:
+        number, _, fields = spec.partition(":")
+        module = importlib.import_module(f"cutecourse.kernels.{STEPS[int(number) - 1]}")
+        changes = dict(f.split("=") for f in fields.split(","))
+        launches[f"{STEPS[int(number) - 1]}({fields})"] = (module.gemm, module.Config(**{
+            key: int(value) for key, value in changes.items()}))
+    shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes]
+    rows = []
+    progress = tqdm(total=len(args.dtypes) * len(shapes), desc="dtype × shape")
+    for name in args.dtypes:
+        dtype = getattr(torch, name)
+        for m, n, k in shapes:
+            torch.manual_seed(0)
+            a = torch.randn(m, k, device="cuda", dtype=dtype)
+            b = torch.randn(n, k, device="cuda", dtype=dtype).t()
+            c = torch.empty(m, n, device="cuda", dtype=dtype)
+            kernels = {"torch.matmul": lambda i: torch.matmul(a, b, out=c)}
+            for step, (gemm, config) in launches.items():
+                if step in SIMT and (m, n, k) != (4096, 4096, 4096):
+                    continue
+                c.fill_(float("nan"))
+                start = time.perf_counter()
+                gemm(a, b, c, config)  # the first call compiles
+                torch.cuda.synchronize()
+                compile_s = time.perf_counter() - start
+                problem = gemm_launch.within_bounds(c, a, b)
+                if problem:
+                    raise SystemExit(f"{step} {name} {(m, n, k)} is wrong: {problem}")
+                progress.write(f"{step} {name} {m}x{n}x{k}: correct; first call (compile + run) {compile_s:.1f} s")
+                kernels[step] = (lambda i, g=gemm, cfg=config: g(a, b, c, cfg))
+            rounds: dict[str, list[float]] = {kname: [] for kname in kernels}
+            for _ in range(args.rounds):
+                for kname, fn in kernels.items():
+                    slow = kname in SIMT
+                    rounds[kname].append(median_ms(fn, reps=1 if slow else 3, batch=1 if slow else 10,
+                                                   warmup=1 if slow else 3))
+            base = statistics.median(rounds["torch.matmul"])
+            for kname, times in rounds.items():
+                ms = statistics.median(times)
+                tflops = 2 * m * n * k / ms / 1e9
+                rows.append(dict(date=date, gpu=gpu, dtype=name, M=m, N=n, K=k, step=kname, ms=f"{ms:.4f}",
+                                 tflops=f"{tflops:.1f}", ratio=f"{base / ms:.3f}",
+                                 rounds=" ".join(f"{t:.4f}" for t in times)))
+            progress.update()
+    progress.close()
+    with open(args.csv, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"| dtype | M×N×K | kernel | ms | TFLOP/s | × torch.matmul |\n|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['dtype']} | {r['M']}×{r['N']}×{r['K']} | {r['step']} | {r['ms']} | {r['tflops']} | {r['ratio']} |")
+    print(f"csv: {args.csv}")
+    try:
+        plot(args.csv, args.chart)
+    except ImportError:
+        print(f"no matplotlib here: draw the chart elsewhere with  python benchmarks/gemm.py --plot {args.csv}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,274 @@
+"""GEMM, step 6: production Hopper. Warpgroups specialize (one loads, two multiply), a persistent CTA walks many
+tiles in a cache-friendly order, CTA pairs share operand loads through TMA multicast, and the epilogue stores C
+with TMA.
+
+Step 5 ran one warpgroup per CTA that both issued the TMA loads and the wgmma, one CTA per output tile, and stored C
+straight from registers. This step adds what CUTLASS's fastest Hopper kernels do:
+
+* **Warp specialization.** A CTA has three warpgroups. Warpgroup 0 is the *producer*: one warp issues the TMA
+  loads of A and B k-tiles into a ring of ``stages`` shared-memory slots. Warpgroups 1 and 2 are the *consumers*:
+  each owns 64 rows of the 128 × 256 CTA tile (64 × 256 fp32 = 128 accumulator registers per thread) and runs
+  wgmma on a slot once its "full" mbarrier fires, then arrives on the slot's "empty" mbarrier to hand it back.
+  ``setmaxnreg`` moves registers from the producer (40 per thread: it only computes addresses) to the consumers
+  (232), which hold the accumulators.
+* **Persistent tile scheduler.** The grid is one CTA per SM; each CTA loops over output tiles (tile t, then
+  t + grid, ...), so the producer starts loading the next tile while the consumers are still in the epilogue of
+  this one. Tiles are visited in groups of ``group_m`` cluster rows, column by column inside a group, so the CTAs
+  running at the same time share A rows and B columns in L2.
+* **Clusters and TMA multicast.** Two CTAs of a cluster stacked along M need the same B tile: each loads half of
+  it and the TMA multicasts both halves into both CTAs' shared memory, halving B's L2 traffic. A consumer must then
+  release a slot to every CTA that writes into it, so the "empty" barriers count arrivals across the cluster.
+* **TMA-store epilogue.** The consumers convert the accumulators to C's dtype in ``tile_m`` × ``epi_n`` subtiles,
+  write each into a small shared-memory ring and one thread stores it with a TMA bulk copy, which clips rows and
+  columns past M and N. The TMA loads zero-fill past M, N and K, so ragged shapes need no predicates at all.
+
+    gemm(a, b, c)   # c = a @ b; a (M, K), b (K, N) float16/bfloat16; c (M, N) float32/float16/bfloat16
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.utils.hopper_helpers as sm90
+from cutlass import pipeline
+from cutlass.cute.nvgpu import cpasync, warp, warpgroup
+from cutlass.memory import SmemAllocator
+from cutlass.tensor_utils import LayoutEnum
+
+from cutecourse.kernels import gemm_launch
+
+SMEM_BYTES = 227 * 1024  # shared memory one H100/H200 CTA may use
+PRODUCER_REGS, CONSUMER_REGS = 40, 232  # setmaxnreg targets: 128 × 40 + 256 × 232 ≤ 64K registers per SM
+
+
+@dataclass(frozen=True)
+class Config:
+    tile_m: int = 128  # CTA tile M: 64 rows per consumer warpgroup (64 or 128)
+    tile_n: int = 256  # CTA tile N: a multiple of 64, at most 256 (one wgmma is 64 × tile_n × 16)
+    tile_k: int = 64  # k-tile: one 128-byte swizzled row of 16-bit elements
+    cluster_m: int = 2  # CTAs per cluster along M; they share (multicast) the B tile
+    cluster_n: int = 1  # CTAs per cluster along N; they share (multicast) the A tile
+    stages: int = 0  # k-tiles in flight in shared memory; 0: as many as fit next to the epilogue buffers
+    epi_n: int = 32  # epilogue subtile: tile_m × epi_n outputs per TMA store
+    epi_stages: int = 4  # shared-memory buffers for epilogue subtiles in flight
+    group_m: int = 8  # tile raster: clusters per group along M
+    sms: int = 132  # persistent grid: sms // (cluster_m · cluster_n) clusters (the H200 has 132 SMs)
+
+    def __post_init__(self) -> None:
+        if self.tile_m not in (64, 128) or self.tile_n % 64 or self.tile_n > 256 or self.tile_n % self.epi_n:
+            raise ValueError(f"{self}: tile_m must be 64 or 128, tile_n a multiple of 64 up to 256 and of epi_n")
+
+
+@cute.jit
+def _tile_coord(work: cutlass.Int32, clusters_m: cutlass.Int32, clusters_n: cutlass.Int32, group_m: cutlass.Constexpr,
+                cta_m: cutlass.Int32, cta_n: cutlass.Int32, cluster_m: cutlass.Constexpr,
+                cluster_n: cutlass.Constexpr):
+    """Tile (m, n) of this CTA for cluster work item `work`: work items fill a group of `group_m` cluster rows column
+    by column, then move to the next group (the last group may be shorter)."""
+    per_group = group_m * clusters_n
+    first_m = (work // per_group) * group_m
+    rows = cutlass.min(clusters_m - first_m, group_m)
+    r = work % per_group
+    return (first_m + r % rows) * cluster_m + cta_m, (r // rows) * cluster_n + cta_n
+
+
+@cute.kernel
+def _kernel(tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cute.Tensor, tma_c: cute.CopyAtom,
+            mC: cute.Tensor, mma: cute.TiledMma, sA_layout: cute.ComposedLayout, sB_layout: cute.ComposedLayout,
+            sC_layout: cute.ComposedLayout, ab: cutlass.Constexpr, c_type: cutlass.Constexpr, tile: cutlass.Constexpr,
+            epi_tile: cutlass.Constexpr, cluster: cutlass.Constexpr, group_m: cutlass.Constexpr):
+    tile_m, tile_n, tile_k = tile
+    cluster_m, cluster_n = cluster
+    consumers = tile_m // 64  # consumer warpgroups
+    stages = cute.size(sA_layout, mode=[2])
+    epi_stages = cute.size(sC_layout, mode=[2])
+    tidx, _, _ = cute.arch.thread_idx()
+    warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+    wg = warp_idx // 4
+    if warp_idx == 0:
+        cpasync.prefetch_descriptor(tma_a)
+        cpasync.prefetch_descriptor(tma_b)
+        cpasync.prefetch_descriptor(tma_c)
+
+    # Where this CTA sits in its cluster, and which CTAs receive the A and B tiles it loads.
+    cta_layout = cute.make_layout((cluster_m, cluster_n, 1))
+    cta_m, cta_n, _ = cta_layout.get_flat_coord(cute.arch.make_warp_uniform(cute.arch.block_idx_in_cluster()))
+    a_mask = cute.make_layout_image_mask(cta_layout, (cta_m, cta_n, 0), mode=1) if cluster_n > 1 else 0
+    b_mask = cute.make_layout_image_mask(cta_layout, (cta_m, cta_n, 0), mode=0) if cluster_m > 1 else 0
+
+    # Shared memory: the full/empty mbarriers, the A and B stage rings, the epilogue ring.
+    smem = SmemAllocator()
+    barriers = smem.allocate_array(cutlass.Int64, 2 * stages)
+    sA = smem.allocate_tensor(ab, sA_layout.outer, 1024, sA_layout.inner)
+    sB = smem.allocate_tensor(ab, sB_layout.outer, 1024, sB_layout.inner)
+    sC = smem.allocate_tensor(c_type, sC_layout.outer, 1024, sC_layout.inner)
+
+    # "full[s]" completes when the TMA bytes of stage s have landed; "empty[s]" when every consumer warp of every CTA
+    # that multicasts into stage s (this CTA's cluster row and column) has released it.
+    stage_bytes = cute.size_in_bytes(ab, cute.slice_(sA_layout, (None, None, 0))) + cute.size_in_bytes(
+        ab, cute.slice_(sB_layout, (None, None, 0)))
+    pipe = pipeline.PipelineTmaAsync.create(
+        barrier_storage=barriers, num_stages=stages, tx_count=stage_bytes,
+        producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+        consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, (cluster_m + cluster_n - 1) * 4 * consumers),
+        cta_layout_vmnk=cute.make_layout((1, cluster_m, cluster_n, 1)), defer_sync=True)
+    pipeline.pipeline_init_arrive(cluster_shape_mn=cluster, is_relaxed=True)
+
+    # Tiles of the TMA coordinate tensors, e.g. gA is (tile_m, tile_k, tiles_m, tiles_k); each CTA of a multicast
+    # group loads its 1/cluster share of the A (B) tile.
+    gA = cute.local_tile(mA, (tile_m, tile_k), (None, None))
+    gB = cute.local_tile(mB, (tile_n, tile_k), (None, None))
+    gC = cute.local_tile(mC, (tile_m, tile_n), (None, None))
+    tAsA, tAgA = cpasync.tma_partition(tma_a, cta_n, cute.make_layout(cluster_n), cute.group_modes(sA, 0, 2),
+                                       cute.group_modes(gA, 0, 2))
+    tBsB, tBgB = cpasync.tma_partition(tma_b, cta_m, cute.make_layout(cluster_m), cute.group_modes(sB, 0, 2),
+                                       cute.group_modes(gB, 0, 2))
+    k_tiles = cute.size(gA, mode=[3])
+    clusters_m = (cute.size(gC, mode=[2]) + cluster_m - 1) // cluster_m
+    clusters_n = (cute.size(gC, mode=[3]) + cluster_n - 1) // cluster_n
+    _, _, first_work = cute.arch.block_idx()  # the grid is (cluster_m, cluster_n, persistent clusters)
+    _, _, work_stride = cute.arch.grid_dim()
+
+    pipeline.pipeline_init_wait(cluster_shape_mn=cluster)  # every barrier of the cluster is initialized
+
+    if wg == 0:
+        # Producer: one warp walks the same tiles as the consumers and keeps the stage ring full.
+        cute.arch.setmaxregister_decrease(PRODUCER_REGS)
+        if warp_idx == 0:
+            state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, stages)
+            work = first_work
+            while work < clusters_m * clusters_n:
+                tm, tn = _tile_coord(work, clusters_m, clusters_n, group_m, cta_m, cta_n, cluster_m, cluster_n)
+                for kt in range(k_tiles):
+                    pipe.producer_acquire(state)  # wait for empty[s], then expect stage_bytes on full[s]
+                    cute.copy(tma_a, tAgA[(None, tm, kt)], tAsA[(None, state.index)],
+                              tma_bar_ptr=pipe.producer_get_barrier(state), mcast_mask=a_mask)
+                    cute.copy(tma_b, tBgB[(None, tn, kt)], tBsB[(None, state.index)],
+                              tma_bar_ptr=pipe.producer_get_barrier(state), mcast_mask=b_mask)
+                    state.advance()
+                work += work_stride
+            pipe.producer_tail(state)  # do not exit while cluster peers may still signal this CTA's barriers
+    else:
+        # Consumers: wgmma over the ring, then the epilogue.
+        cute.arch.setmaxregister_increase(CONSUMER_REGS)
+        ctid = tidx - 128  # thread index among the consumers
+        thr_mma = mma.get_slice((wg - 1) * 128)
+        tCrA = mma.make_fragment_A(thr_mma.partition_A(sA))
+        tCrB = mma.make_fragment_B(thr_mma.partition_B(sB))
+        acc = cute.make_rmem_tensor(thr_mma.partition_shape_C((tile_m, tile_n)), cutlass.Float32)
+        k_blocks = cute.size(tCrA, mode=[2])
+        mma.set(warpgroup.Field.ACCUMULATE, True)
+
+        # Epilogue copies: registers -> sC with stmatrix (16-bit C) or plain stores (fp32 C), laid out like the
+        # accumulators (the stmatrix tiling), then sC -> global memory with TMA.
+        r2s_atom = sm90.get_smem_store_op(LayoutEnum.ROW_MAJOR, c_type, cutlass.Float32)
+        r2s = cute.make_tiled_copy_S(r2s_atom, cute.make_tiled_copy_C_atom(
+            cute.make_copy_atom(warp.StMatrix8x8x16bOp(False, 4), c_type), mma))
+        thr_r2s = r2s.get_slice(ctid)
+        tRS_sC = thr_r2s.partition_D(sC)
+        tRS_acc = r2s.retile(acc)
+        sub_shape = cute.shape(thr_r2s.partition_S(sC))[:3]
+        sub_acc = cute.make_rmem_tensor(sub_shape, cutlass.Float32)
+        sub_c = cute.make_rmem_tensor(sub_shape, c_type)
+        sub_size = cute.size(sub_acc)
+        epi_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=128 * consumers)
+        store_warp = warp_idx == 4  # the first consumer warp issues the TMA stores
+
+        read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, stages)
+        release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, stages)
+        work = first_work
+        tiles_done = cutlass.Int32(0)
+        while work < clusters_m * clusters_n:
+            tm, tn = _tile_coord(work, clusters_m, clusters_n, group_m, cta_m, cta_n, cluster_m, cluster_n)
+
+            # Mainloop: keep one k-tile of wgmma in flight; release a stage once the wgmma reading it retired.
+            acc.fill(0.0)
+            pipe.consumer_wait(read)
+            warpgroup.fence()  # order the accumulator registers before the wgmma batch reads them
+            for kb in cutlass.range_constexpr(k_blocks):
+                cute.gemm(mma, acc, tCrA[(None, None, kb, read.index)], tCrB[(None, None, kb, read.index)], acc)
+            warpgroup.commit_group()
+            read.advance()
+            for kt in range(1, k_tiles):
+                pipe.consumer_wait(read)
+                warpgroup.fence()
+                for kb in cutlass.range_constexpr(k_blocks):
+                    cute.gemm(mma, acc, tCrA[(None, None, kb, read.index)], tCrB[(None, None, kb, read.index)], acc)
+                warpgroup.commit_group()
+                warpgroup.wait_group(1)  # the previous k-tile's wgmma are done: its stage can be refilled
+                pipe.consumer_release(release)
+                release.advance()
+                read.advance()
+            warpgroup.wait_group(0)
+            pipe.consumer_release(release)
+            release.advance()
+
+            # Epilogue: subtile j holds accumulator values [j·sub_size, (j+1)·sub_size) of every thread.
+            gC_sub = cute.zipped_divide(gC[(None, None, tm, tn)], epi_tile)  # ((tile_m, epi_n), (1, subtiles))
+            bSG_sC, bSG_gC = cpasync.tma_partition(tma_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2), gC_sub)
+            subtiles = cute.size(gC_sub, mode=[1])
+            for j in cutlass.range_constexpr(subtiles):
+                for v in cutlass.range_constexpr(sub_size):
+                    sub_acc[v] = tRS_acc[j * sub_size + v]
+                sub_c.store(sub_acc.load().to(c_type))
+                buf = (tiles_done * subtiles + j) % epi_stages
+                cute.copy(r2s, sub_c, tRS_sC[(None, None, None, buf)])
+                cute.arch.fence_proxy("async.shared", space="cta")  # make the st.shared visible to the TMA unit
+                epi_barrier.arrive_and_wait()  # the whole subtile is in sC
+                if store_warp:
+                    cute.copy(tma_c, bSG_sC[(None, buf)], bSG_gC[(None, j)])
+                    cute.arch.cp_async_bulk_commit_group()
+                    cute.arch.cp_async_bulk_wait_group(epi_stages - 1, read=True)  # the next buffer is free again
+                epi_barrier.arrive_and_wait()  # nobody overwrites a buffer a TMA store may still read
+            tiles_done += 1
+            work += work_stride
+        if store_warp:
+            cute.arch.cp_async_bulk_wait_group(0, read=True)
+
+
+@cute.jit
+def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32,
+         k: cutlass.Int32, stream: Any, ops: cutlass.Constexpr, config: cutlass.Constexpr):
+    mA, mB, mC = gemm_launch.tensors(ops, pA, pB, pC, m, n, k)
+    ab, c_type = gemm_launch.dtype(ops.ab), gemm_launch.dtype(ops.c)
+    tile = (config.tile_m, config.tile_n, config.tile_k)
+    cluster = (config.cluster_m, config.cluster_n)
+    a_layout, b_layout = LayoutEnum.from_tensor(mA), LayoutEnum.from_tensor(mB)
+    mma = sm90.make_trivial_tiled_mma(ab, ab, a_layout.sm90_mma_major_mode(), b_layout.sm90_mma_major_mode(),
+                                      cutlass.Float32, (config.tile_m // 64, 1, 1), tiler_mn=(64, config.tile_n))
+
+    # As many stages as fit next to the epilogue ring (128 × 256 × 64 16-bit: 48 KB a stage, 4 stages).
+    epi_tile = (config.tile_m, config.epi_n)
+    epi_bytes = config.tile_m * config.epi_n * c_type.width // 8 * config.epi_stages
+    stage_bytes = (config.tile_m + config.tile_n) * config.tile_k * ab.width // 8
+    stages = config.stages or (SMEM_BYTES - 1024 - epi_bytes) // stage_bytes
+    sA_layout = sm90.make_smem_layout_a(a_layout, tile, ab, stages)
+    sB_layout = sm90.make_smem_layout_b(b_layout, tile, ab, stages)
+    sC_layout = sm90.make_smem_layout_epi(c_type, LayoutEnum.ROW_MAJOR, epi_tile, config.epi_stages)
+
+    # TMA descriptors. A is shared by the cluster_n CTAs of a cluster row, B by the cluster_m CTAs of a column.
+    def load(t: cute.Tensor, s_layout: Any, box: tuple, mcast: int) -> Any:
+        op = cpasync.CopyBulkTensorTileG2SMulticastOp() if mcast > 1 else cpasync.CopyBulkTensorTileG2SOp()
+        return cpasync.make_tiled_tma_atom(op, t, cute.slice_(s_layout, (None, None, 0)), box, num_multicast=mcast)
+
+    tma_a, tA = load(mA, sA_layout, (config.tile_m, config.tile_k), config.cluster_n)
+    tma_b, tB = load(mB, sB_layout, (config.tile_n, config.tile_k), config.cluster_m)
+    tma_c, tC = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileS2GOp(), mC,
+                                            cute.slice_(sC_layout, (None, None, 0)), epi_tile)
+
+    # Persistent grid: one CTA per SM (fewer when there are fewer tiles), grouped into clusters.
+    cluster_ctas = config.cluster_m * config.cluster_n
+    clusters_m = (m + config.tile_m * config.cluster_m - 1) // (config.tile_m * config.cluster_m)
+    clusters_n = (n + config.tile_n * config.cluster_n - 1) // (config.tile_n * config.cluster_n)
+    persistent = cutlass.min(clusters_m * clusters_n, config.sms // cluster_ctas)
+    kernel = _kernel(tma_a, tA, tma_b, tB, tma_c, tC, mma, sA_layout, sB_layout, sC_layout, ab, c_type, tile, epi_tile,
+                     cluster, config.group_m)
+    kernel.launch(grid=(config.cluster_m, config.cluster_n, persistent), block=(128 * (1 + config.tile_m // 64), 1, 1),
+                  cluster=(config.cluster_m, config.cluster_n, 1), stream=stream)
+
+
+gemm = gemm_launch.Launcher(host, Config, step="gemm6_warpspecialized", vector=True, min_cc=90,
+                            alternative="gemm4_multistage")

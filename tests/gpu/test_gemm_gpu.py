@@ -1,0 +1,183 @@
+"""Every GEMM step on the GPU against torch in float64: 200 random shapes per step (1 to 4096 per dimension, primes
+included, tails that are no tile's multiple), both operand dtypes, the three C dtypes, both majors of A and B, outputs
+poisoned with NaN first. Deliberately broken kernels, derived from the steps' own source, are shown to fail the same
+check; the Hopper steps refuse older GPUs by name; a cached launch costs at most 20 µs of host time."""
+
+import importlib
+import importlib.util
+import math
+import random
+import sys
+import time
+import zlib
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from cutecourse.kernels import gemm_launch  # noqa: E402
+
+pytestmark = pytest.mark.gpu(80)
+
+STEPS = {"gemm1_naive": 80, "gemm2_smem": 80, "gemm3_mma": 80, "gemm4_multistage": 80, "gemm5_wgmma": 90,
+         "gemm6_warpspecialized": 90}
+#: (A/B dtype, C dtype, A major, B major): 50 shapes each, so 200 per step.
+COMBOS = [(torch.bfloat16, torch.float32, "k", "n"), (torch.float16, torch.float16, "k", "k"),
+          (torch.bfloat16, torch.bfloat16, "m", "n"), (torch.float16, torch.float32, "m", "k")]
+PRIMES = [1, 2, 3, 7, 13, 61, 127, 251, 509, 1021, 2039, 4093]
+
+
+def shapes(seed, count, vector, combo):
+    """`count` (M, N, K): edge cases first, then log-uniform in [1, 4096]; the dimensions an operand keeps
+    contiguous are rounded up to whole 16-byte vectors when the step needs them (the launcher's rule)."""
+    rng = random.Random(seed)
+    picked = [(1, 1, 1), (4093, 61, 127), (127, 4093, 13), (61, 13, 4093), (4096, 4096, 64), (2039, 509, 1021)]
+    while len(picked) < count:
+        picked.append(tuple(rng.choice(PRIMES) if rng.random() < 0.25 else int(math.exp(rng.uniform(0, math.log(4096))))
+                            for _ in range(3)))
+    if not vector:
+        return picked
+    _, c_dtype, a_major, b_major = combo
+    c_vector = 16 // torch.empty(0, dtype=c_dtype).element_size()
+
+    def up(x, v):
+        return -(-x // v) * v
+
+    legal = []
+    for m, n, k in picked:
+        k = up(k, 8) if a_major == "k" or b_major == "k" else k
+        m = up(m, 8) if a_major == "m" else m
+        n = up(n, 8) if b_major == "n" else up(n, c_vector)
+        legal.append((min(m, 4096), min(n, 4096), min(k, 4096)))
+    return legal
+
+
+def operands(m, n, k, combo):
+    ab, c_dtype, a_major, b_major = combo
+    a = torch.randn(m, k, device="cuda").to(ab) if a_major == "k" else torch.randn(k, m, device="cuda").to(ab).t()
+    b = torch.randn(k, n, device="cuda").to(ab) if b_major == "n" else torch.randn(n, k, device="cuda").to(ab).t()
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=c_dtype)
+    return a, b, c
+
+
+def failures(gemm, combo, cases):
+    wrong = []
+    for m, n, k in cases:
+        a, b, c = operands(m, n, k, combo)
+        gemm(a, b, c)
+        torch.cuda.synchronize()
+        problem = gemm_launch.within_bounds(c, a, b)
+        if problem:
+            wrong.append(f"{(m, n, k)}: {problem}")
+    return wrong
+
+
+def needs(cc):
+    major, minor = torch.cuda.get_device_capability()
+    if major * 10 + minor < cc:
+        pytest.skip(f"not run: needs sm_{cc}")
+
+
+@pytest.mark.parametrize("combo", COMBOS, ids=lambda c: f"{str(c[0])[6:]}-{str(c[1])[6:]}-{c[2]}{c[3]}")
+@pytest.mark.parametrize("step", list(STEPS))
+def test_step_matches_float64_torch_on_random_shapes(step, combo):
+    needs(STEPS[step])
+    module = importlib.import_module(f"cutecourse.kernels.{step}")
+    cases = shapes(zlib.crc32(step.encode()) + COMBOS.index(combo), 50, module.gemm.vector, combo)
+    wrong = failures(module.gemm, combo, cases)
+    assert not wrong, f"{step}: {len(wrong)} of {len(cases)} shapes wrong:\n" + "\n".join(wrong[:10])
+
+
+def variant(step, edits, tmp_path):
+    """A copy of `step` with text `edits` applied ((old, new) pairs, each found exactly once), imported from a file
+    (the DSL reads kernels' source)."""
+    module = importlib.import_module(f"cutecourse.kernels.{step}")
+    source = open(module.__file__).read()
+    for old, new in edits:
+        assert source.count(old) == 1, f"{step} no longer has exactly one {old!r}: update this broken variant"
+        source = source.replace(old, new)
+    name = f"broken_{step}_{abs(hash(tuple(edits)))}"
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    broken = importlib.util.module_from_spec(spec)
+    sys.modules[name] = broken
+    spec.loader.exec_module(broken)
+    return broken
+
+
+#: step -> {what is broken: the edits}: each must make the check above fail.
+BROKEN = {
+    "gemm1_naive": {"the K loop stops one short": [("cutlass.range(mA.shape[1])", "cutlass.range(mA.shape[1] - 1)")]},
+    "gemm2_smem": {"each slice skips its last k": [("cutlass.range_constexpr(cute.size(tCsA, mode=[2]))",
+                                                   "cutlass.range_constexpr(cute.size(tCsA, mode=[2]) - 1)")]},
+    "gemm3_mma": {"each slice skips its last MMA k-block": [
+        ("cutlass.range_constexpr(cute.size(tCrA, mode=[2]))", "cutlass.range_constexpr(cute.size(tCrA, mode=[2]) - 1)")]},
+    "gemm4_multistage": {
+        "the epilogue reads the C tile unswizzled, though it was written swizzled": [
+            ("thr_C.partition_S(sC)", "thr_C.partition_S(cute.make_tensor(sC.iterator, sC_layout.outer))")],
+        "the stage being computed on is refilled": [("write = read - 1", "write = read")]},
+    "gemm5_wgmma": {
+        "the TMA writes A unswizzled, the wgmma reads it 128B-swizzled": [
+            ("cute.slice_(sA_layout, (None, None, 0)), (tile[0], tile[2])",
+             "cute.slice_(sA_layout.outer, (None, None, 0)), (tile[0], tile[2])")],
+        "each wgmma overwrites the accumulators": [("    tiled_mma.set(warpgroup.Field.ACCUMULATE, True)\n", "")]},
+    "gemm6_warpspecialized": {
+        "both CTAs of a cluster take the same tile": [("(first_m + r % rows) * cluster_m + cta_m",
+                                                       "(first_m + r % rows) * cluster_m")]},
+}
+
+
+@pytest.mark.parametrize("step, what", [(s, w) for s, vs in BROKEN.items() for w in vs])
+def test_a_broken_kernel_fails_the_check(step, what, tmp_path):
+    needs(STEPS[step])
+    broken = variant(step, BROKEN[step][what], tmp_path)
+    combo = COMBOS[0]
+    cases = [(256, 256, 256), (4096, 512, 1024), (200, 136, 72)]
+    assert failures(broken.gemm, combo, cases), f"{step} with {what} passed the check: the check cannot fail"
+
+
+@pytest.mark.parametrize("step", ["gemm5_wgmma", "gemm6_warpspecialized"])
+def test_hopper_steps_name_the_arch_they_need(step, monkeypatch):
+    module = importlib.import_module(f"cutecourse.kernels.{step}")
+    a, b, c = operands(64, 64, 64, COMBOS[0])
+    monkeypatch.setitem(gemm_launch._capability, a.device, 80)  # pretend to be an A100
+    with pytest.raises(ValueError, match=rf"{step} needs sm_90 or newer .* this GPU is sm_80: use gemm4_multistage"):
+        module.gemm(a, b, c)
+
+
+def test_operands_on_two_devices_or_the_cpu_are_refused():
+    from cutecourse.kernels import gemm4_multistage
+
+    a, b, c = operands(64, 64, 64, COMBOS[0])
+    with pytest.raises(ValueError, match=r"b is on cpu; move it to the GPU: b = b.cuda\(\)"):
+        gemm4_multistage.gemm(a, b.cpu(), c)
+    with pytest.raises(ValueError, match=r"a's contiguous extent is K=60 .* multiple of 8"):
+        gemm4_multistage.gemm(a[:, :60].contiguous(), b[:60], c)
+    with pytest.raises(ValueError, match=r"a has shape \(64, 60\) and strides \(64, 1\): neither row- nor column"):
+        gemm4_multistage.gemm(a[:, :60], b[:60], c)
+
+
+@pytest.mark.parametrize("step", list(STEPS))
+def test_a_cached_launch_adds_at_most_20_us_of_host_time(step):
+    needs(STEPS[step])
+    module = importlib.import_module(f"cutecourse.kernels.{step}")
+    a, b, c = operands(64, 64, 64, COMBOS[0])
+    module.gemm(a, b, c)  # compile
+    ops = gemm_launch.check(a, b, c, step=step, vector=module.gemm.vector, min_cc=STEPS[step])
+    bare = module.gemm.compiled[(ops, module.Config())]
+    args = (*gemm_launch.pointers(ops, a, b, c), 64, 64, 64, gemm_launch.stream())
+
+    def host_us(call, n=200):
+        best = math.inf
+        for _ in range(5):
+            torch.cuda.synchronize()
+            start = time.perf_counter()
+            for _ in range(n):
+                call()
+            best = min(best, (time.perf_counter() - start) / n * 1e6)
+        return best
+
+    overhead = host_us(lambda: module.gemm(a, b, c)) - host_us(lambda: bare(*args))
+    print(f"{step}: launcher overhead {overhead:.1f} µs per call")
+    assert overhead <= 20, f"{step}: the launcher adds {overhead:.1f} µs per call over the bare compiled call"
