@@ -71,12 +71,7 @@ def _kernel(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, tiled_mma: cute.T
     coord = (bx, by, None)
     # This CTA's tiles: gA (bm, bk, k-tiles), gB (bn, bk, k-tiles), gC (bm, bn), and their identity (coordinate)
     # twins, which say where each element lies in the whole matrix.
-    gA = cute.local_tile(mA, tiler, coord, proj=(1, None, 1))
-    gB = cute.local_tile(mB, tiler, coord, proj=(None, 1, 1))
-    gC = cute.local_tile(mC, tiler, coord, proj=(1, 1, None))
-    cA = cute.local_tile(cute.make_identity_tensor(mA.shape), tiler, coord, proj=(1, None, 1))
-    cB = cute.local_tile(cute.make_identity_tensor(mB.shape), tiler, coord, proj=(None, 1, 1))
-    cC = cute.local_tile(cute.make_identity_tensor(mC.shape), tiler, coord, proj=(1, 1, None))
+    gA, gB, gC, cA, cB, cC = gemm_launch.cta_tiles(mA, mB, mC, tiler, coord)
 
     smem = cutlass.memory.SmemAllocator()
     sA = smem.allocate_tensor(cutlass.Float32, s_layout_a, 16)
@@ -102,13 +97,8 @@ def _kernel(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, tiled_mma: cute.T
             cute.gemm(tiled_mma, acc, tCrA, tCrB, acc)  # 64 FMAs: acc[m, n] += a[m] * b[n]
         cute.arch.barrier()  # every thread is done reading before the next slice overwrites it
 
-    # Epilogue: round to C's dtype and store the elements inside C.
-    tCcC = thr_mma.partition_C(cC)
-    out = cute.make_fragment_like(acc, mC.element_type)
-    out.store(acc.load().to(mC.element_type))
-    for i in cutlass.range(cute.size(out), unroll_full=True):
-        if cute.elem_less(tCcC[i], mC.shape):
-            tCgC[i] = out[i]
+    # Epilogue: round to C's dtype and store the elements inside C, straight from the accumulator registers.
+    gemm_launch.store_inside(acc, tCgC, thr_mma.partition_C(cC), mC.shape)
 
 
 @cute.jit

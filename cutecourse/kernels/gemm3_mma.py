@@ -82,12 +82,7 @@ def _kernel(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, tiled_mma: cute.T
     tidx, _, _ = cute.arch.thread_idx()
     bx, by, _ = cute.arch.block_idx()
     coord = (bx, by, None)
-    gA = cute.local_tile(mA, tiler, coord, proj=(1, None, 1))  # (bm, bk, k-tiles)
-    gB = cute.local_tile(mB, tiler, coord, proj=(None, 1, 1))  # (bn, bk, k-tiles)
-    gC = cute.local_tile(mC, tiler, coord, proj=(1, 1, None))  # (bm, bn)
-    cA = cute.local_tile(cute.make_identity_tensor(mA.shape), tiler, coord, proj=(1, None, 1))
-    cB = cute.local_tile(cute.make_identity_tensor(mB.shape), tiler, coord, proj=(None, 1, 1))
-    cC = cute.local_tile(cute.make_identity_tensor(mC.shape), tiler, coord, proj=(1, 1, None))
+    gA, gB, gC, cA, cB, cC = gemm_launch.cta_tiles(mA, mB, mC, tiler, coord)
 
     smem = cutlass.memory.SmemAllocator()
     sA = smem.allocate_tensor(mA.element_type, s_layout_a, 16)
@@ -122,12 +117,7 @@ def _kernel(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, tiled_mma: cute.T
         cute.arch.barrier()  # every warp is done reading before the next slice overwrites it
 
     # Epilogue: round to C's dtype and store the elements inside C, straight from the accumulator registers.
-    tCcC = thr_mma.partition_C(cC)
-    out = cute.make_fragment_like(acc, mC.element_type)
-    out.store(acc.load().to(mC.element_type))
-    for i in cutlass.range(cute.size(out), unroll_full=True):
-        if cute.elem_less(tCcC[i], mC.shape):
-            tCgC[i] = out[i]
+    gemm_launch.store_inside(acc, tCgC, thr_mma.partition_C(cC), mC.shape)
 
 
 @cute.jit

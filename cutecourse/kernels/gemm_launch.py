@@ -29,6 +29,8 @@ from cutlass.cute.runtime import make_ptr
 GMEM = cute.AddressSpace.gmem
 
 AB_DTYPES = ("float16", "bfloat16")
+#: The largest M or N any step launches: 65535 (CUDA's grid y limit) blocks of step 1's 16 rows.
+MAX_EXTENT = 65535 * 16
 C_DTYPES = ("float32", "float16", "bfloat16")
 
 
@@ -86,6 +88,10 @@ def traits(a: Any, b: Any, c: Any, *, step: str, vector: bool, alternative: str 
     if tuple(c.shape) != (m, n):
         raise ValueError(f"c has shape {tuple(c.shape)}; a @ b is ({m}, {n}): "
                          f"c = torch.empty({m}, {n}, dtype=..., device='cuda')")
+    if max(m, n) > MAX_EXTENT:
+        raise ValueError(f"a @ b is ({m}, {n}); the steps launch a tile per block along M and N, and CUDA allows "
+                         f"65535 blocks in a grid's y dimension: keep M and N at most {MAX_EXTENT} and split the "
+                         f"GEMM, e.g. c[i:i + {MAX_EXTENT}] = a[i:i + {MAX_EXTENT}] @ b")
     if not c.is_contiguous():
         raise ValueError(f"c has strides {c.stride()}; pass a row-major output: c = torch.empty({m}, {n}, ...)")
     a_majors = _majors("a", a, "k", "m", "or a = at.t() with at a contiguous (K, M) tensor")
@@ -166,6 +172,28 @@ def tensors(ops: Operands, pA: Any, pB: Any, pC: Any, m: Any, n: Any, k: Any) ->
 
 
 _STREAMS: dict[int, Any] = {}
+
+
+@cute.jit
+def cta_tiles(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, tiler: cute.Tile, coord: cute.Coord):
+    """Inside a kernel: the CTA at `coord` = (m-tile, n-tile, None)'s tiles of a (bm, bn, bk) `tiler`: gA (bm, bk,
+    k-tiles), gB (bn, bk, k-tiles) and gC (bm, bn), then their identity twins cA, cB, cC, which hold each element's
+    coordinate in the whole matrix (for predicates at the M, N and K tails)."""
+    identities = [cute.make_identity_tensor(t.shape) for t in (mA, mB, mC)]
+    projections = ((1, None, 1), (None, 1, 1), (1, 1, None)) * 2
+    return tuple(cute.local_tile(t, tiler, coord, proj=p) for t, p in zip((mA, mB, mC, *identities), projections))
+
+
+@cute.jit
+def store_inside(acc: cute.Tensor, tCgC: cute.Tensor, tCcC: cute.Tensor, shape: cute.Shape):
+    """The simplest epilogue, inside a kernel: round this thread's accumulators `acc` to C's dtype and store those
+    whose coordinates (`tCcC`, the same partition of an identity tensor) lie inside `shape`, straight from registers
+    into `tCgC`. Steps 2 and 3 end with it; step 4 replaces it with 128-bit stores through shared memory."""
+    out = cute.make_fragment_like(acc, tCgC.element_type)
+    out.store(acc.load().to(tCgC.element_type))
+    for i in cutlass.range(cute.size(out), unroll_full=True):
+        if cute.elem_less(tCcC[i], shape):
+            tCgC[i] = out[i]
 
 
 def stream(device: int | None = None) -> Any:

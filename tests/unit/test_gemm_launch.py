@@ -77,3 +77,10 @@ def test_a_dimension_of_1_allows_either_major_and_the_aligned_one_is_taken():
     ops = traits(torch.empty(1, 16, dtype=torch.float16).t(), b, torch.empty(16, 8))
     assert (ops.a_major, ops.b_major) == ("m", "n")  # K = 1 holds no vector, M = 16 does
     assert traits(a, b, torch.empty(16, 8)).a_major == "m"
+
+
+def test_extents_past_the_grid_limit_are_refused_with_the_way_to_split():
+    a = torch.empty(65535 * 16 + 1, 8, dtype=torch.float16)
+    b, c = torch.empty(8, 1, dtype=torch.float16), torch.empty(65535 * 16 + 1, 1)
+    with pytest.raises(ValueError, match=r"keep M and N at most 1048560 and split the GEMM"):
+        traits(a, b, c, vector=False)
