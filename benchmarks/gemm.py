@@ -34,6 +34,7 @@ def plot(csv_path: str, chart_path: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
+    matplotlib.rcParams["svg.fonttype"] = "none"  # text stays text: a small SVG
     import matplotlib.pyplot as plt
 
     with open(csv_path) as f:
@@ -46,7 +47,11 @@ def plot(csv_path: str, chart_path: str) -> None:
         ratios = [next((float(r["ratio"]) for r in rows if r["step"] == step
                         and (r["dtype"], r["M"], r["N"], r["K"]) == g), 0.0) for g in groups]
         ax.bar([g + i * width for g in range(len(groups))], ratios, width, label=step)
+    ax.set_yscale("log")  # step 1 is a thousandth of cuBLAS, step 6 about 1
     ax.axhline(1.0, color="black", linewidth=0.8)
+    for goal, label in ((0.62, "step 4 goal"), (0.99, "step 6 goal")):
+        ax.axhline(goal, color="grey", linewidth=0.6, linestyle="--")
+        ax.annotate(label, (len(groups) - 0.5, goal), fontsize=7, color="grey", va="bottom", ha="right")
     ax.set_xticks([g + 0.4 - width / 2 for g in range(len(groups))],
                   [f"{d}\n{m}×{n}×{k}" for d, m, n, k in groups], fontsize=8)
     ax.set_ylabel("time of torch.matmul / time of step")
@@ -63,7 +68,7 @@ def main() -> None:
     parser.add_argument("--steps", nargs="+", type=int, default=list(range(1, 7)))
     parser.add_argument("--shapes", nargs="+", default=[f"{m}x{n}x{k}" for m, n, k in SHAPES])
     parser.add_argument("--variants", nargs="*", default=[], metavar="STEP:FIELD=VALUE,...",
-                        help="also time a step with some Config fields changed (integers), e.g. 4:bk=64,stages=3")
+                        help="also time a step with some Config fields changed, e.g. 4:bk=64,stages=3 or 6:schedule=pingpong")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds; the median is reported")
     parser.add_argument("--settle-ms", type=float, default=300.0,
                         help="back-to-back launches of a kernel before it is timed, in ms (power and clocks settle)")
@@ -91,7 +96,7 @@ def main() -> None:
         module = importlib.import_module(f"cutecourse.kernels.{STEPS[int(number) - 1]}")
         changes = dict(f.split("=") for f in fields.split(","))
         launches[f"{STEPS[int(number) - 1]}({fields})"] = (module.gemm, module.Config(**{
-            key: int(value) for key, value in changes.items()}))
+            key: int(value) if value.isdigit() else value for key, value in changes.items()}))
     shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes]
     rows = []
     progress = tqdm(total=len(args.dtypes) * len(shapes), desc="dtype × shape")

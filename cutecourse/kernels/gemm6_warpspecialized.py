@@ -21,6 +21,11 @@ straight from registers. This step adds what CUTLASS's fastest Hopper kernels do
 * **TMA-store epilogue.** The consumers convert the accumulators to C's dtype in ``tile_m`` × ``epi_n`` subtiles,
   write each into a small shared-memory ring and one thread stores it with a TMA bulk copy, which clips rows and
   columns past M and N. The TMA loads zero-fill past M, N and K, so ragged shapes need no predicates at all.
+* **Two schedules.** ``"cooperative"``: both consumer warpgroups split one tile and run its epilogue together, so
+  the tensor cores idle during the epilogue. ``"pingpong"``: each consumer warpgroup computes whole tiles of its
+  own (128 × 128: two wgmma down M, again 128 accumulator registers per thread), warpgroup 1 the CTA's 1st, 3rd,
+  ... tile, warpgroup 2 the 2nd, 4th, ...; the producer fills the one stage ring in tile order, and an order
+  barrier lets the warpgroups take turns on the mainloop, so one's epilogue overlaps the other's mainloop.
 
     gemm(a, b, c)   # c = a @ b; a (M, K), b (K, N) float16/bfloat16; c (M, N) float32/float16/bfloat16
 """
@@ -46,7 +51,7 @@ PRODUCER_REGS, CONSUMER_REGS = 40, 232  # setmaxnreg targets: 128 × 40 + 256 ×
 
 @dataclass(frozen=True)
 class Config:
-    tile_m: int = 128  # CTA tile M: 64 rows per consumer warpgroup (64 or 128)
+    tile_m: int = 128  # CTA tile M: 64, 128 or 256 (cooperative: split between the consumer warpgroups)
     tile_n: int = 256  # CTA tile N: a multiple of 64, at most 256 (one wgmma is 64 × tile_n × 16)
     tile_k: int = 64  # k-tile: one 128-byte swizzled row of 16-bit elements
     cluster_m: int = 2  # CTAs per cluster along M; they share (multicast) the B tile
@@ -56,10 +61,26 @@ class Config:
     epi_stages: int = 4  # shared-memory buffers for epilogue subtiles in flight
     group_m: int = 8  # tile raster: clusters per group along M
     sms: int = 132  # persistent grid: sms // (cluster_m · cluster_n) clusters (the H200 has 132 SMs)
+    schedule: str = "cooperative"  # or "pingpong" (then a warpgroup's own tile: try tile_n=128, epi_stages=2)
 
     def __post_init__(self) -> None:
-        if self.tile_m not in (64, 128) or self.tile_n % 64 or self.tile_n > 256 or self.tile_n % self.epi_n:
-            raise ValueError(f"{self}: tile_m must be 64 or 128, tile_n a multiple of 64 up to 256 and of epi_n")
+        if self.tile_m not in (64, 128, 256) or self.tile_n % 64 or self.tile_n > 256 or self.tile_n % self.epi_n:
+            raise ValueError(f"{self}: tile_m must be 64, 128 or 256, tile_n a multiple of 64 up to 256 and of epi_n")
+        if self.tile_m * self.tile_n > 128 * 128 * self.consumers_per_tile:
+            raise ValueError(f"{self}: more than 128 accumulators a consumer thread; make the tile smaller")
+        if self.schedule not in ("cooperative", "pingpong"):
+            raise ValueError(f"{self}: schedule must be 'cooperative' or 'pingpong'")
+        if self.schedule == "pingpong" and self.tile_m * self.tile_n > 128 * 128:
+            raise ValueError(f"{self}: a pingpong tile has tile_m × tile_n ≤ 128 × 128 (128 accumulators a thread)")
+
+    @property
+    def consumers_per_tile(self) -> int:
+        """Consumer warpgroups that share one tile: pingpong 1; cooperative 2 (1 for a 64-row tile)."""
+        return 1 if self.schedule == "pingpong" else min(self.tile_m // 64, 2)
+
+
+#: Each schedule's fastest Config on an H200 (benchmarks/RESULTS.md); ``Config()`` is one of them.
+SCHEDULES = {"cooperative": Config(), "pingpong": Config(tile_n=128, epi_stages=2, schedule="pingpong")}
 
 
 @cute.jit
@@ -79,12 +100,12 @@ def _tile_coord(work: cutlass.Int32, clusters_m: cutlass.Int32, clusters_n: cutl
 def _kernel(tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cute.Tensor, tma_c: cute.CopyAtom,
             mC: cute.Tensor, mma: cute.TiledMma, sA_layout: cute.ComposedLayout, sB_layout: cute.ComposedLayout,
             sC_layout: cute.ComposedLayout, ab: cutlass.Constexpr, c_type: cutlass.Constexpr, tile: cutlass.Constexpr,
-            epi_tile: cutlass.Constexpr, cluster: cutlass.Constexpr, group_m: cutlass.Constexpr):
+            epi_tile: cutlass.Constexpr, cluster: cutlass.Constexpr, group_m: cutlass.Constexpr,
+            pingpong: cutlass.Constexpr, per_tile: cutlass.Constexpr):
     tile_m, tile_n, tile_k = tile
     cluster_m, cluster_n = cluster
-    consumers = tile_m // 64  # consumer warpgroups
     stages = cute.size(sA_layout, mode=[2])
-    epi_stages = cute.size(sC_layout, mode=[2])
+    epi_stages = cute.size(sC_layout, mode=[2]) // (2 if pingpong else 1)  # pingpong: one sC ring per warpgroup
     tidx, _, _ = cute.arch.thread_idx()
     warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
     wg = warp_idx // 4
@@ -106,14 +127,14 @@ def _kernel(tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cut
     sB = smem.allocate_tensor(ab, sB_layout.outer, 1024, sB_layout.inner)
     sC = smem.allocate_tensor(c_type, sC_layout.outer, 1024, sC_layout.inner)
 
-    # "full[s]" completes when the TMA bytes of stage s have landed; "empty[s]" when every consumer warp of every CTA
-    # that multicasts into stage s (this CTA's cluster row and column) has released it.
+    # "full[s]" completes when the TMA bytes of stage s have landed; "empty[s]" when every consumer warp (of the
+    # warpgroups sharing the tile) of every CTA that multicasts into stage s (its cluster row and column) released it.
     stage_bytes = cute.size_in_bytes(ab, cute.slice_(sA_layout, (None, None, 0))) + cute.size_in_bytes(
         ab, cute.slice_(sB_layout, (None, None, 0)))
     pipe = pipeline.PipelineTmaAsync.create(
         barrier_storage=barriers, num_stages=stages, tx_count=stage_bytes,
         producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-        consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, (cluster_m + cluster_n - 1) * 4 * consumers),
+        consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, (cluster_m + cluster_n - 1) * 4 * per_tile),
         cta_layout_vmnk=cute.make_layout((1, cluster_m, cluster_n, 1)), defer_sync=True)
     pipeline.pipeline_init_arrive(cluster_shape_mn=cluster, is_relaxed=True)
 
@@ -152,15 +173,17 @@ def _kernel(tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cut
                 work += work_stride
             pipe.producer_tail(state)  # do not exit while cluster peers may still signal this CTA's barriers
     else:
-        # Consumers: wgmma over the ring, then the epilogue.
+        # Consumers: wgmma over the ring, then the epilogue. Cooperative: both warpgroups take every work item i of
+        # this CTA (work = first_work + i·work_stride); pingpong: warpgroup 1 takes the even i, warpgroup 2 the odd.
         cute.arch.setmaxregister_increase(CONSUMER_REGS)
-        ctid = tidx - 128  # thread index among the consumers
-        thr_mma = mma.get_slice((wg - 1) * 128)
+        mine = wg - 1 if pingpong else 0  # this warpgroup's first work item (and its sC ring)
+        epi_threads = 128 * per_tile  # threads that write one tile's epilogue together
+        ctid = tidx - 128 * (1 + mine)  # thread index among them
+        thr_mma = mma.get_slice(128 * (wg - 1 - mine))  # this warpgroup's rows of the tile
         tCrA = mma.make_fragment_A(thr_mma.partition_A(sA))
         tCrB = mma.make_fragment_B(thr_mma.partition_B(sB))
         acc = cute.make_rmem_tensor(thr_mma.partition_shape_C((tile_m, tile_n)), cutlass.Float32)
         k_blocks = cute.size(tCrA, mode=[2])
-        mma.set(warpgroup.Field.ACCUMULATE, True)
 
         # Epilogue copies: registers -> sC with stmatrix (16-bit C) or plain stores (fp32 C), laid out like the
         # accumulators (the stmatrix tiling), then sC -> global memory with TMA.
@@ -169,26 +192,41 @@ def _kernel(tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cut
             cute.make_copy_atom(warp.StMatrix8x8x16bOp(False, 4), c_type), mma))
         thr_r2s = r2s.get_slice(ctid)
         tRS_sC = thr_r2s.partition_D(sC)
-        tRS_acc = r2s.retile(acc)
-        sub_shape = cute.shape(thr_r2s.partition_S(sC))[:3]
+        tRS_acc = r2s.retile(acc)  # (values of one 64-row wgmma slab, slabs, 1)
+        sub_shape = cute.shape(thr_r2s.partition_S(sC))[:3]  # (copy values, slabs, copies along N) of a subtile
+        copy_values, slabs = cute.size(sub_shape[0]), sub_shape[1]
+        slab_values = copy_values * cute.size(sub_shape[2])  # a subtile's values in one slab
         sub_acc = cute.make_rmem_tensor(sub_shape, cutlass.Float32)
         sub_c = cute.make_rmem_tensor(sub_shape, c_type)
         sub_size = cute.size(sub_acc)
-        epi_barrier = pipeline.NamedBarrier(barrier_id=1, num_threads=128 * consumers)
-        store_warp = warp_idx == 4  # the first consumer warp issues the TMA stores
+        epi_barrier = pipeline.NamedBarrier(barrier_id=1 + mine, num_threads=epi_threads)
+        store_warp = warp_idx == 4 + 4 * mine  # the first warp of the tile's first warpgroup issues the TMA stores
+        # Pingpong turns: a warpgroup starts a mainloop only once the other one has issued the previous work item's.
+        # Then every earlier stage has landed, which the parity waits need: waiting on a "full" barrier that is two
+        # phases behind (the other warpgroup's stages still to come) would pass at once, the parity being the same.
+        my_turn = pipeline.NamedBarrier(barrier_id=3 + mine, num_threads=256)
+        their_turn = pipeline.NamedBarrier(barrier_id=4 - mine, num_threads=256)
 
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, stages)
         release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, stages)
         work = first_work
+        if pingpong:
+            work += mine * work_stride
+            read.advance(mine * k_tiles)  # skip the stages of the work items the other warpgroup takes
+            release.advance(mine * k_tiles)
         tiles_done = cutlass.Int32(0)
         while work < clusters_m * clusters_n:
             tm, tn = _tile_coord(work, clusters_m, clusters_n, group_m, cta_m, cta_n, cluster_m, cluster_n)
 
             # Mainloop: keep one k-tile of wgmma in flight; release a stage once the wgmma reading it retired.
-            acc.fill(0.0)
+            if pingpong and work != first_work:
+                my_turn.arrive_and_wait()  # the other warpgroup has issued the previous work item's mainloop
             pipe.consumer_wait(read)
             warpgroup.fence()  # order the accumulator registers before the wgmma batch reads them
             for kb in cutlass.range_constexpr(k_blocks):
+                # The first wgmma of a tile overwrites the accumulators instead of adding to them: no zero-fill (whose
+                # register moves ptxas would have to fence off from the asynchronous wgmma).
+                mma.set(warpgroup.Field.ACCUMULATE, kb != 0)
                 cute.gemm(mma, acc, tCrA[(None, None, kb, read.index)], tCrB[(None, None, kb, read.index)], acc)
             warpgroup.commit_group()
             read.advance()
@@ -202,19 +240,26 @@ def _kernel(tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cut
                 pipe.consumer_release(release)
                 release.advance()
                 read.advance()
+            if pingpong and work + work_stride < clusters_m * clusters_n:
+                their_turn.arrive()  # the next work item is the other warpgroup's
             warpgroup.wait_group(0)
             pipe.consumer_release(release)
             release.advance()
+            if pingpong:
+                read.advance(k_tiles)  # the other warpgroup's next work item
+                release.advance(k_tiles)
 
-            # Epilogue: subtile j holds accumulator values [j·sub_size, (j+1)·sub_size) of every thread.
+            # Epilogue: subtile j holds values [j·slab_values, (j+1)·slab_values) of each slab of every thread; it
+            # goes through buffer buf of this warpgroup's sC ring.
             gC_sub = cute.zipped_divide(gC[(None, None, tm, tn)], epi_tile)  # ((tile_m, epi_n), (1, subtiles))
             bSG_sC, bSG_gC = cpasync.tma_partition(tma_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2), gC_sub)
             subtiles = cute.size(gC_sub, mode=[1])
             for j in cutlass.range_constexpr(subtiles):
-                for v in cutlass.range_constexpr(sub_size):
-                    sub_acc[v] = tRS_acc[j * sub_size + v]
+                for v in cutlass.range_constexpr(sub_size):  # v is (copy value c, slab m, copy n) of the subtile
+                    c, m, n = v % copy_values, v // copy_values % slabs, v // (copy_values * slabs)
+                    sub_acc[v] = tRS_acc[j * slab_values + n * copy_values + c, m, 0]
                 sub_c.store(sub_acc.load().to(c_type))
-                buf = (tiles_done * subtiles + j) % epi_stages
+                buf = mine * epi_stages + (tiles_done * subtiles + j) % epi_stages
                 cute.copy(r2s, sub_c, tRS_sC[(None, None, None, buf)])
                 cute.arch.fence_proxy("async.shared", space="cta")  # make the st.shared visible to the TMA unit
                 epi_barrier.arrive_and_wait()  # the whole subtile is in sC
@@ -224,7 +269,7 @@ def _kernel(tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cut
                     cute.arch.cp_async_bulk_wait_group(epi_stages - 1, read=True)  # the next buffer is free again
                 epi_barrier.arrive_and_wait()  # nobody overwrites a buffer a TMA store may still read
             tiles_done += 1
-            work += work_stride
+            work += work_stride * (2 if pingpong else 1)
         if store_warp:
             cute.arch.cp_async_bulk_wait_group(0, read=True)
 
@@ -237,17 +282,24 @@ def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32,
     tile = (config.tile_m, config.tile_n, config.tile_k)
     cluster = (config.cluster_m, config.cluster_n)
     a_layout, b_layout = LayoutEnum.from_tensor(mA), LayoutEnum.from_tensor(mB)
+    pingpong = config.schedule == "pingpong"
+    per_tile = config.consumers_per_tile  # warpgroups sharing one tile (and its stages and epilogue)
+    consumers = 2 if pingpong else per_tile  # consumer warpgroups
+    # One wgmma is 64 × tile_n × 16: cooperative stacks one warpgroup's per 64 rows, pingpong repeats one down M.
     mma = sm90.make_trivial_tiled_mma(ab, ab, a_layout.sm90_mma_major_mode(), b_layout.sm90_mma_major_mode(),
-                                      cutlass.Float32, (config.tile_m // 64, 1, 1), tiler_mn=(64, config.tile_n))
+                                      cutlass.Float32, (1 if pingpong else consumers, 1, 1),
+                                      tiler_mn=(64, config.tile_n))
 
-    # As many stages as fit next to the epilogue ring (128 × 256 × 64 16-bit: 48 KB a stage, 4 stages).
+    # As many stages as fit next to the epilogue ring(s): 128 × 256 × 64 16-bit is 48 KB a stage, 4 stages;
+    # pingpong 128 × 128 × 64 is 32 KB a stage, 5 (fp32 C) or 6 stages with epi_stages=2.
     epi_tile = (config.tile_m, config.epi_n)
-    epi_bytes = config.tile_m * config.epi_n * c_type.width // 8 * config.epi_stages
+    epi_buffers = config.epi_stages * (2 if pingpong else 1)  # pingpong: one ring per consumer warpgroup
+    epi_bytes = config.tile_m * config.epi_n * c_type.width // 8 * epi_buffers
     stage_bytes = (config.tile_m + config.tile_n) * config.tile_k * ab.width // 8
     stages = config.stages or (SMEM_BYTES - 1024 - epi_bytes) // stage_bytes
     sA_layout = sm90.make_smem_layout_a(a_layout, tile, ab, stages)
     sB_layout = sm90.make_smem_layout_b(b_layout, tile, ab, stages)
-    sC_layout = sm90.make_smem_layout_epi(c_type, LayoutEnum.ROW_MAJOR, epi_tile, config.epi_stages)
+    sC_layout = sm90.make_smem_layout_epi(c_type, LayoutEnum.ROW_MAJOR, epi_tile, epi_buffers)
 
     # TMA descriptors. A is shared by the cluster_n CTAs of a cluster row, B by the cluster_m CTAs of a column.
     def load(t: cute.Tensor, s_layout: Any, box: tuple, mcast: int) -> Any:
@@ -265,8 +317,8 @@ def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32,
     clusters_n = (n + config.tile_n * config.cluster_n - 1) // (config.tile_n * config.cluster_n)
     persistent = cutlass.min(clusters_m * clusters_n, config.sms // cluster_ctas)
     kernel = _kernel(tma_a, tA, tma_b, tB, tma_c, tC, mma, sA_layout, sB_layout, sC_layout, ab, c_type, tile, epi_tile,
-                     cluster, config.group_m)
-    kernel.launch(grid=(config.cluster_m, config.cluster_n, persistent), block=(128 * (1 + config.tile_m // 64), 1, 1),
+                     cluster, config.group_m, pingpong, per_tile)
+    kernel.launch(grid=(config.cluster_m, config.cluster_n, persistent), block=(128 * (1 + consumers), 1, 1),
                   cluster=(config.cluster_m, config.cluster_n, 1), stream=stream)
 
 

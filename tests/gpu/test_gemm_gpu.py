@@ -88,6 +88,20 @@ def test_step_matches_float64_torch_on_random_shapes(step, combo):
     assert not wrong, f"{step}: {len(wrong)} of {len(cases)} shapes wrong:\n" + "\n".join(wrong[:10])
 
 
+def test_step6_in_its_other_schedule_matches_too():
+    """Step 6 has two schedules (cooperative: both consumer warpgroups on one tile; pingpong: one tile each, the
+    epilogue of one overlapping the mainloop of the other): the one its Config does not default to runs here."""
+    needs(90)
+    from cutecourse.kernels import gemm6_warpspecialized as step6
+
+    other = "cooperative" if step6.Config().schedule == "pingpong" else "pingpong"
+    config = step6.SCHEDULES[other]
+    for combo in COMBOS[:2]:
+        cases = shapes(zlib.crc32(b"step6 other schedule") + COMBOS.index(combo), 50, True, combo)
+        wrong = failures(lambda a, b, c: step6.gemm(a, b, c, config), combo, cases)
+        assert not wrong, f"step 6 {other}: {len(wrong)} of {len(cases)} shapes wrong:\n" + "\n".join(wrong[:10])
+
+
 def variant(step, edits, tmp_path):
     """A copy of `step` with text `edits` applied ((old, new) pairs, each found exactly once), imported from a file
     (the DSL reads kernels' source)."""

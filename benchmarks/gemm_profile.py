@@ -1,0 +1,28 @@
+"""One launch each of torch.matmul and GEMM steps, for Nsight Compute (same random-normal data as benchmarks/gemm.py):
+
+    ncu --clock-control none -k regex:"nvjet|xmma|gemm[0-9]" --section SpeedOfLight \\
+        --section ComputeWorkloadAnalysis python3 benchmarks/gemm_profile.py --shape 4096x4096x4096 --steps 4 6
+"""
+
+import argparse
+import importlib
+
+import torch
+
+from gemm import STEPS  # benchmarks/gemm.py, beside this script
+
+parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser.add_argument("--shape", default="4096x4096x4096")
+parser.add_argument("--dtype", default="bfloat16")
+parser.add_argument("--steps", nargs="+", type=int, default=[6])
+args = parser.parse_args()
+m, n, k = (int(x) for x in args.shape.split("x"))
+dtype = getattr(torch, args.dtype)
+torch.manual_seed(0)
+a = torch.randn(m, k, device="cuda", dtype=dtype)
+b = torch.randn(n, k, device="cuda", dtype=dtype).t()
+c = torch.empty(m, n, device="cuda", dtype=dtype)
+torch.matmul(a, b, out=c)
+for step in args.steps:
+    importlib.import_module(f"cutecourse.kernels.{STEPS[step - 1]}").gemm(a, b, c)
+torch.cuda.synchronize()
