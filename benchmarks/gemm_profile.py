@@ -1,7 +1,9 @@
 """One launch each of torch.matmul and GEMM steps, for Nsight Compute (same random-normal data as benchmarks/gemm.py):
 
-    ncu --clock-control none -k regex:"nvjet|xmma|gemm[0-9]" --section SpeedOfLight \\
-        --section ComputeWorkloadAnalysis python3 benchmarks/gemm_profile.py --shape 4096x4096x4096 --steps 4 6
+    ncu --clock-control none -k regex:"nvjet|kernel_" --section SpeedOfLight \\
+        --section ComputeWorkloadAnalysis python3 benchmarks/gemm_profile.py --shape 4096x4096x4096 --steps 6
+
+(cuBLAS's Hopper kernels are named nvjet_*, the DSL's kernel_cutlass_*.)
 """
 
 import argparse

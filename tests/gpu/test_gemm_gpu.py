@@ -88,18 +88,24 @@ def test_step_matches_float64_torch_on_random_shapes(step, combo):
     assert not wrong, f"{step}: {len(wrong)} of {len(cases)} shapes wrong:\n" + "\n".join(wrong[:10])
 
 
-def test_step6_in_its_other_schedule_matches_too():
+STEP6_VARIANTS = {"the other schedule": None, "256 x 128 tiles, cluster 1 x 2, multicast A": dict(
+    tile_m=256, tile_n=128, cluster_m=1, cluster_n=2, epi_n=32, epi_stages=2)}
+
+
+@pytest.mark.parametrize("what", list(STEP6_VARIANTS))
+def test_step6_variants_match_too(what):
     """Step 6 has two schedules (cooperative: both consumer warpgroups on one tile; pingpong: one tile each, the
-    epilogue of one overlapping the mainloop of the other): the one its Config does not default to runs here."""
+    epilogue of one overlapping the mainloop of the other) and tile shapes beside its default: they are right too."""
     needs(90)
     from cutecourse.kernels import gemm6_warpspecialized as step6
 
     other = "cooperative" if step6.Config().schedule == "pingpong" else "pingpong"
-    config = step6.SCHEDULES[other]
+    fields = STEP6_VARIANTS[what]
+    config = step6.SCHEDULES[other] if fields is None else step6.Config(**fields)
     for combo in COMBOS[:2]:
-        cases = shapes(zlib.crc32(b"step6 other schedule") + COMBOS.index(combo), 50, True, combo)
+        cases = shapes(zlib.crc32(what.encode()) + COMBOS.index(combo), 50, True, combo)
         wrong = failures(lambda a, b, c: step6.gemm(a, b, c, config), combo, cases)
-        assert not wrong, f"step 6 {other}: {len(wrong)} of {len(cases)} shapes wrong:\n" + "\n".join(wrong[:10])
+        assert not wrong, f"step 6 {config}: {len(wrong)} of {len(cases)} shapes wrong:\n" + "\n".join(wrong[:10])
 
 
 def variant(step, edits, tmp_path):
