@@ -39,9 +39,9 @@ def plot(csv_path: str, chart_path: str) -> None:
 
     with open(csv_path) as f:
         rows = [r for r in csv.DictReader(f) if r["step"] != "torch.matmul"]
-    groups = sorted({(r["dtype"], r["M"], r["N"], r["K"]) for r in rows}, key=lambda g: (g[0], int(g[1]) * int(g[2])))
+    groups = list(dict.fromkeys((r["dtype"], r["M"], r["N"], r["K"]) for r in rows))  # in the order they ran
     steps = [s for s in STEPS if any(r["step"] == s for r in rows)]
-    fig, ax = plt.subplots(figsize=(10, 4))
+    fig, ax = plt.subplots(figsize=(12, 4.5))
     width = 0.8 / len(steps)
     for i, step in enumerate(steps):
         ratios = [next((float(r["ratio"]) for r in rows if r["step"] == step
@@ -53,10 +53,10 @@ def plot(csv_path: str, chart_path: str) -> None:
         ax.axhline(goal, color="grey", linewidth=0.6, linestyle="--")
         ax.annotate(label, (len(groups) - 0.5, goal), fontsize=7, color="grey", va="bottom", ha="right")
     ax.set_xticks([g + 0.4 - width / 2 for g in range(len(groups))],
-                  [f"{d}\n{m}×{n}×{k}" for d, m, n, k in groups], fontsize=8)
+                  [f"{d}\n{m}³" if m == n == k else f"{d}\n{m}×{n}×{k}" for d, m, n, k in groups], fontsize=8)
     ax.set_ylabel("time of torch.matmul / time of step")
     ax.set_title(f"GEMM steps vs torch.matmul ({rows[0]['gpu']}, {rows[0]['date']})")
-    ax.legend(fontsize=8, ncol=3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     fig.savefig(chart_path)
     print(f"chart: {chart_path}")
