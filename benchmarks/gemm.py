@@ -68,7 +68,8 @@ def main() -> None:
     parser.add_argument("--steps", nargs="+", type=int, default=list(range(1, 7)))
     parser.add_argument("--shapes", nargs="+", default=[f"{m}x{n}x{k}" for m, n, k in SHAPES])
     parser.add_argument("--variants", nargs="*", default=[], metavar="STEP:FIELD=VALUE,...",
-                        help="also time a step with some Config fields changed, e.g. 4:bk=64,stages=3 or 6:schedule=pingpong")
+                        help="also time a step with some Config fields changed, e.g. 4:bk=64,stages=3 "
+                             "or 6:schedule=pingpong")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds; the median is reported")
     parser.add_argument("--settle-ms", type=float, default=300.0,
                         help="back-to-back launches of a kernel before it is timed, in ms (power and clocks settle)")
@@ -146,7 +147,8 @@ def main() -> None:
         writer.writerows(rows)
     print(f"| dtype | M×N×K | kernel | ms | TFLOP/s | × torch.matmul |\n|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['dtype']} | {r['M']}×{r['N']}×{r['K']} | {r['step']} | {r['ms']} | {r['tflops']} | {r['ratio']} |")
+        shape = f"{r['M']}×{r['N']}×{r['K']}"
+        print(f"| {r['dtype']} | {shape} | {r['step']} | {r['ms']} | {r['tflops']} | {r['ratio']} |")
     print(f"csv: {args.csv}")
     try:
         plot(args.csv, args.chart)

@@ -32,7 +32,7 @@ from typing import Any
 import cutlass
 import cutlass.cute as cute
 
-from cutecourse.kernels import gemm_launch
+from cutecourse.kernels import gemm_launch, predicate
 
 
 @dataclass(frozen=True)
@@ -50,18 +50,6 @@ class Config:
             raise ValueError(f"{self}: need bk in (32, 64), bn a power of two >= 64, bm a multiple of 64")
         if self.bm % (16 * self.warps_m) or self.bn % (16 * self.warps_n) or self.stages < 3:
             raise ValueError(f"{self}: each warp needs whole 16 × 16 MMA pieces, and stages >= 3")
-
-
-def _vector_pred(coords: cute.Tensor, vector: int, inside: Any) -> cute.Tensor:
-    """One predicate per 16-byte vector of a thread's partition of an identity tensor: `inside(coordinate of the
-    vector's first element)`. The vectors lie along the contiguous mode, whose extent is a multiple of the vector,
-    so a vector is wholly inside or wholly outside."""
-    atoms = cute.size(coords, mode=[0]) // vector
-    pred = cute.make_rmem_tensor(cute.make_layout((atoms, *coords.shape[1:])), cutlass.Boolean)
-    grouped = cute.group_modes(coords, 1, cute.rank(coords))
-    for i in range(cute.size(pred)):  # unrolled at trace time
-        pred[i] = inside(grouped[((i % atoms) * vector, i // atoms)])
-    return pred
 
 
 @cute.kernel
@@ -107,10 +95,11 @@ def _kernel(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, sA_layout: cute.C
         tAgA, tAsA, tAcA = thr_A.partition_S(gA), thr_A.partition_D(sA), thr_A.partition_S(cA)
         tBgB, tBsB, tBcB = thr_B.partition_S(gB), thr_B.partition_D(sB), thr_B.partition_S(cB)
         vec = 128 // ab.width
-        pA = _vector_pred(tAcA[None, None, None, 0], vec, lambda c: c[0] < M)  # rows inside M (all tiles)
-        pB = _vector_pred(tBcB[None, None, None, 0], vec, lambda c: c[0] < N)
-        pA0 = _vector_pred(tAcA[None, None, None, 0], vec, lambda c: (c[0] < M) & (c[1] >= 0))  # first tile: k >= 0
-        pB0 = _vector_pred(tBcB[None, None, None, 0], vec, lambda c: (c[0] < N) & (c[1] >= 0))
+        pA = predicate.per_vector_if(tAcA[None, None, None, 0], vec, lambda c: c[0] < M)  # rows inside M (all tiles)
+        pB = predicate.per_vector_if(tBcB[None, None, None, 0], vec, lambda c: c[0] < N)
+        # The first tile also needs k >= 0.
+        pA0 = predicate.per_vector_if(tAcA[None, None, None, 0], vec, lambda c: (c[0] < M) & (c[1] >= 0))
+        pB0 = predicate.per_vector_if(tBcB[None, None, None, 0], vec, lambda c: (c[0] < N) & (c[1] >= 0))
 
         # Prologue: put stages - 1 K tiles in flight. A predicated-off cp.async still writes its 16 bytes of shared
         # memory, with zeros (it copies 0 source bytes and fills the rest), so the k < 0 part of the first tile and
@@ -179,7 +168,7 @@ def _kernel(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, sA_layout: cute.C
         rows = cute.make_fragment_like(tCsC)
         cute.autovec_copy(tCsC, rows)  # whole 16-byte row vectors of C
         c_vec = 128 // mC.element_type.width
-        cute.copy(s2g_C, rows, tCgC, pred=_vector_pred(tCcC, c_vec, lambda c: cute.elem_less(c, mC.shape)))
+        cute.copy(s2g_C, rows, tCgC, pred=predicate.per_vector_if(tCcC, c_vec, lambda c: cute.elem_less(c, mC.shape)))
 
 
 def _smem_ab(dtype: Any, major_is_k: bool, rows: int, bk: int, stages: int) -> cute.ComposedLayout:

@@ -20,7 +20,8 @@ host code, where a learner can read them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import cutlass
 import cutlass.cute as cute
@@ -304,5 +305,6 @@ def within_bounds(c: Any, a: Any, b: Any) -> str | None:
     if unwritten:
         return f"{unwritten} of {c.numel()} outputs never written (still NaN)"
     if rel > frobenius or worst > elementwise:
-        return f"relative error {rel:.2e} (bound {frobenius:.0e}), worst element {worst:.2e}·rms (bound {elementwise:.0e})"
+        return (f"relative error {rel:.2e} (bound {frobenius:.0e}), "
+                f"worst element {worst:.2e}·rms (bound {elementwise:.0e})")
     return None

@@ -132,7 +132,8 @@ BROKEN = {
     "gemm2_smem": {"each slice skips its last k": [("cutlass.range_constexpr(cute.size(tCsA, mode=[2]))",
                                                    "cutlass.range_constexpr(cute.size(tCsA, mode=[2]) - 1)")]},
     "gemm3_mma": {"each slice skips its last MMA k-block": [
-        ("cutlass.range_constexpr(cute.size(tCrA, mode=[2]))", "cutlass.range_constexpr(cute.size(tCrA, mode=[2]) - 1)")]},
+        ("cutlass.range_constexpr(cute.size(tCrA, mode=[2]))",
+         "cutlass.range_constexpr(cute.size(tCrA, mode=[2]) - 1)")]},
     "gemm4_multistage": {
         "the epilogue reads the C tile unswizzled, though it was written swizzled": [
             ("thr_C.partition_S(sC)", "thr_C.partition_S(cute.make_tensor(sC.iterator, sC_layout.outer))")],
