@@ -7,7 +7,7 @@ from typing import Callable
 
 import pytest
 
-from cutecourse.grading import build, grader
+from cutecourse.grading import build, grader, reports
 from cutecourse.grading import notebook as nbio
 
 DEMO = Path(__file__).parent / "demo"
@@ -52,6 +52,28 @@ def row_major_strides(shape):
 
 
 ROOT = Path(__file__).resolve().parents[2]
+#: Whether nbval can run here: where it cannot (no jupyter, e.g. the GPU host), the check cells are "not run".
+NBVAL = grader.nbval_available() is None
+
+
+def statuses(report: grader.Report) -> dict[str, str]:
+    """Each test's status, by its name without the points suffix."""
+    return {t.name.split(" (")[0]: t.status for t in report.tests}
+
+
+def assert_failed(report: grader.Report, hidden: list[str], checks: list[str]) -> None:
+    """Every named hidden test failed, and every named check too where nbval runs."""
+    state = statuses(report)
+    expected = {f"hidden test_{t}" for t in hidden} | ({f"check {c}" for c in checks} if NBVAL else set())
+    assert {n: state.get(n) for n in expected} == {n: grader.FAILED for n in expected}, reports.summary(report)
+
+
+def assert_last_column_caught(report: grader.Report, exercise: str, hidden: str, check: str, ptx_check: str) -> None:
+    """A kernel that never writes the last column fails its GPU check and hidden test; its PTX check cannot see the
+    bug (and is "not run" on a GPU host without jupyter), so the exercise keeps only the PTX check's point."""
+    assert_failed(report, [hidden], [check])
+    assert statuses(report).get(f"check {ptx_check}") == (grader.PASSED if NBVAL else grader.NOT_RUN)
+    assert report.exercises()[exercise][0] == (1.0 if NBVAL else 0.0)
 
 
 def lesson_solution(lesson: str, exercise: str) -> str:

@@ -11,21 +11,16 @@ from cutecourse.cli import main
 from cutecourse.grading import grader, reports
 from cutecourse.grading import notebook as nbio
 
-from .conftest import DEMO, SOLUTION_0_1, WRONG_0_1
+from .conftest import DEMO, NBVAL, SOLUTION_0_1, WRONG_0_1, statuses
 
 pytestmark = pytest.mark.slow
 TIMEOUT = 10
 GPU = env.gpu_missing(80) is None
-NBVAL = grader.nbval_available() is None
 EXPECTED_LINE = 'print("✓ row_major_strides: all 5 cases pass")'
 
 
 def solution_answers() -> dict[str, str]:
     return {e: nbio.source(c) for e, c in nbio.answers(nbio.load(DEMO / "solutions" / "00_demo.ipynb")).items()}
-
-
-def statuses(report: grader.Report) -> dict[str, str]:
-    return {t.name.split(" (")[0]: t.status for t in report.tests}
 
 
 def points_01(report: grader.Report) -> tuple[float, float]:
