@@ -92,8 +92,6 @@ def axpby(x: Any, y: Any, out: Any, alpha: float = 1.0, beta: float = 1.0) -> An
     config = plan(x, y, out)
     if x.numel() == 0:
         return out
-    stream = launch.current_stream()
-    if config not in _compiled:
-        _compiled[config] = compile(config, x, y, out, stream)
-    _compiled[config](*_tensors(config, x, y, out), cutlass.Float32(alpha), cutlass.Float32(beta), stream)
+    fn, stream = launch.compiled(_compiled, config, compile, x, y, out)
+    fn(*_tensors(config, x, y, out), cutlass.Float32(alpha), cutlass.Float32(beta), stream)
     return out

@@ -55,8 +55,6 @@ def copy(src: Any, dst: Any) -> Any:
     config = Config(launch.dtype_name(src))
     if src.numel() == 0:
         return dst
-    stream = launch.current_stream()
-    if config not in _compiled:
-        _compiled[config] = compile(config, src, dst, stream)
-    _compiled[config](launch.cute_tensor(src), launch.cute_tensor(dst), stream)
+    fn, stream = launch.compiled(_compiled, config, compile, src, dst)
+    fn(launch.cute_tensor(src), launch.cute_tensor(dst), stream)
     return dst

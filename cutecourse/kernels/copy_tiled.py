@@ -90,8 +90,6 @@ def copy(src: Any, dst: Any) -> Any:
     config = plan(src, dst)
     if src.numel() == 0:
         return dst
-    stream = launch.current_stream()
-    if config not in _compiled:
-        _compiled[config] = compile(config, src, dst, stream)
-    _compiled[config](*_tensors(config, src, dst), stream)
+    fn, stream = launch.compiled(_compiled, config, compile, src, dst)
+    fn(*_tensors(config, src, dst), stream)
     return dst

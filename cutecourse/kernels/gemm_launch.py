@@ -19,13 +19,16 @@ host code, where a learner can read them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import cutlass
 import cutlass.cute as cute
+import torch
 from cutlass.cute.runtime import make_ptr
+
+from cutecourse.kernels import launch
 
 GMEM = cute.AddressSpace.gmem
 
@@ -66,8 +69,6 @@ def traits(a: Any, b: Any, c: Any, *, step: str, vector: bool, alternative: str 
     `vector`: the step moves 16-byte vectors, so each operand's contiguous extent must hold whole vectors and its base
     must be 16-byte aligned.
     """
-    import torch
-
     for name, t in (("a", a), ("b", b), ("c", c)):
         if not isinstance(t, torch.Tensor):
             raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
@@ -123,8 +124,6 @@ def check(a: Any, b: Any, c: Any, *, step: str, vector: bool, min_cc: int,
           alternative: str = "gemm2_smem") -> Operands:
     """`traits`, plus: all three on one GPU of compute capability `min_cc` or newer (80 or 90: the step's
     instructions do not exist before)."""
-    import torch
-
     for name, t in (("a", a), ("b", b), ("c", c)):
         if isinstance(t, torch.Tensor) and not t.is_cuda:
             raise ValueError(f"{name} is on {t.device}; move it to the GPU: {name} = {name}.cuda()")
@@ -172,9 +171,6 @@ def tensors(ops: Operands, pA: Any, pB: Any, pC: Any, m: Any, n: Any, k: Any) ->
     return cute.make_tensor(pA, a_layout), cute.make_tensor(pB, b_layout), cute.make_tensor(pC, c_layout)
 
 
-_STREAMS: dict[int, Any] = {}
-
-
 @cute.jit
 def cta_tiles(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, tiler: cute.Tile, coord: cute.Coord):
     """Inside a kernel: the CTA at `coord` = (m-tile, n-tile, None)'s tiles of a (bm, bn, bk) `tiler`: gA (bm, bk,
@@ -195,21 +191,6 @@ def store_inside(acc: cute.Tensor, tCgC: cute.Tensor, tCcC: cute.Tensor, shape: 
     for i in cutlass.range(cute.size(out), unroll_full=True):
         if cute.elem_less(tCcC[i], shape):
             tCgC[i] = out[i]
-
-
-def stream(device: int | None = None) -> Any:
-    """torch's current CUDA stream on `device` (default: the current one), as the driver type the compiled kernels
-    take; one object per stream. ``torch._C._cuda_getCurrentRawStream`` (Triton's way) is a fraction of a
-    microsecond, where ``torch.cuda.current_stream()`` builds a Python stream object each call."""
-    import torch
-
-    handle = torch._C._cuda_getCurrentRawStream(torch.cuda.current_device() if device is None else device)
-    s = _STREAMS.get(handle)
-    if s is None:
-        import cuda.bindings.driver as cuda
-
-        s = _STREAMS[handle] = cuda.CUstream(handle)
-    return s
 
 
 def compile_for(host: Any, config: Any, ops: Operands, a: Any, b: Any, c: Any, stream: Any,
@@ -247,14 +228,12 @@ class Launcher:
             return None
         fn = self.compiled.get((ops, config))
         if fn is None:
-            fn = self.compiled[(ops, config)] = compile_for(self.host, config, ops, a, b, c, stream())
+            fn = self.compiled[(ops, config)] = compile_for(self.host, config, ops, a, b, c, launch.current_stream())
         ab, cd = dtype(ops.ab), dtype(ops.c)
         vector = ops.vector > 1
         return fn, ab, cd, 16 if vector else ab.width // 8, 16 if vector else cd.width // 8
 
     def __call__(self, a: Any, b: Any, c: Any = None, config: Any = None) -> Any:
-        import torch
-
         if c is None and isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dim() == b.dim() == 2:
             c = torch.empty(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
         config = self.default if config is None else config
@@ -275,7 +254,7 @@ class Launcher:
         (m, k), n = a.shape, b.shape[1]
         fn(make_ptr(ab, a.data_ptr(), GMEM, assumed_align=align_ab),
            make_ptr(ab, b.data_ptr(), GMEM, assumed_align=align_ab),
-           make_ptr(cd, c.data_ptr(), GMEM, assumed_align=align_c), m, n, k, stream(a.get_device()))
+           make_ptr(cd, c.data_ptr(), GMEM, assumed_align=align_c), m, n, k, launch.current_stream(a.get_device()))
         return c
 
 
@@ -287,7 +266,6 @@ BOUNDS = {"float32": (1e-4, 1e-3), "float16": (2e-3, 8e-3), "bfloat16": (1e-2, 6
 def error(c: Any, a: Any, b: Any) -> tuple[float, float, int]:
     """How far `c` is from ``a @ b`` computed in float64 from the same (rounded) inputs: the relative Frobenius
     error, the largest elementwise error over the reference's RMS, and the number of NaN (never written) outputs."""
-    import torch
 
     ref = a.double() @ b.double()
     got = c.double()

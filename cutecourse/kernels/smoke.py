@@ -13,6 +13,8 @@ from typing import Any
 import cutlass
 import cutlass.cute as cute
 
+from cutecourse.kernels import launch
+
 
 @dataclass(frozen=True)
 class SmokeConfig:
@@ -64,7 +66,6 @@ def _check(name: str, t: Any) -> None:
 
 def smoke(x: Any, out: Any, config: SmokeConfig = SmokeConfig()) -> Any:
     """``out = 2 * x + 1`` on the GPU; `x` and `out` are float32 CUDA vectors of the same length."""
-    import torch
     from cutlass.cute.runtime import from_dlpack
 
     _check("x", x)
@@ -74,10 +75,8 @@ def smoke(x: Any, out: Any, config: SmokeConfig = SmokeConfig()) -> Any:
                          "allocate out = torch.empty_like(x)")
     if x.numel() == 0:
         return out
-    import cuda.bindings.driver as cuda
-
-    stream = cuda.CUstream(torch.cuda.current_stream().cuda_stream)
-    _compiled(config)(from_dlpack(x).mark_layout_dynamic(), from_dlpack(out).mark_layout_dynamic(), stream)
+    _compiled(config)(from_dlpack(x).mark_layout_dynamic(), from_dlpack(out).mark_layout_dynamic(),
+                      launch.current_stream())
     return out
 
 

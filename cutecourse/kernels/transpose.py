@@ -179,8 +179,6 @@ def transpose(src: Any, dst: Any, variant: str = "smem", tile: int = 64, threads
     config = plan(src, dst, variant, tile, threads)
     if src.numel() == 0:
         return dst
-    stream = launch.current_stream()
-    if config not in _compiled:  # once per configuration; shapes are dynamic
-        _compiled[config] = compile(config, src, dst, stream)
-    _compiled[config](*_tensors(config, src, dst), stream)
+    fn, stream = launch.compiled(_compiled, config, compile, src, dst)
+    fn(*_tensors(config, src, dst), stream)
     return dst

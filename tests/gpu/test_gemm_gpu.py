@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from cutecourse.kernels import gemm_launch  # noqa: E402
+from cutecourse.kernels import gemm_launch, launch  # noqa: E402
 
 pytestmark = pytest.mark.gpu(80)
 
@@ -187,7 +187,7 @@ def test_a_cached_launch_adds_at_most_20_us_of_host_time(step):
     module.gemm(a, b, c)  # compile
     ops = gemm_launch.check(a, b, c, step=step, vector=module.gemm.vector, min_cc=STEPS[step])
     bare = module.gemm.compiled[(ops, module.Config())]
-    args = (*gemm_launch.pointers(ops, a, b, c), 64, 64, 64, gemm_launch.stream())
+    args = (*gemm_launch.pointers(ops, a, b, c), 64, 64, 64, launch.current_stream())
 
     def host_us(call, n=200):
         best = math.inf
