@@ -15,32 +15,10 @@ composition, complement, inverses, divides, products, TV layouts, recast),
 ((4,4),(2,4)):((1,4),(16,32))
 """
 
-from .inttuple import IntTuple, congruent, compatible, product, product_each, prefix_product, inner_product
-from .layout import (
-    Layout, make_layout, make_ordered_layout, make_layout_row_major, make_layout_col_major,
-    size, cosize, rank, depth, get, append, prepend, group_modes, flatten, select,
-    slice_, slice_and_offset, crd2idx, idx2crd, parse_layout,
-)
-from .algebra import (
-    coalesce, filter, filter_zeros, composition, complement, right_inverse, left_inverse,
-    logical_divide, zipped_divide, tiled_divide, flat_divide,
-    logical_product, zipped_product, tiled_product, flat_product, blocked_product, raked_product,
-    make_layout_tv, recast_layout,
-    composition_error, complement_error, left_inverse_error, divide_error, product_error, recast_error,
-    is_injective,
-)
-from .swizzle import Swizzle, ComposedLayout, make_swizzle, make_composed_layout
+from . import algebra, inttuple, layout, swizzle
+from .algebra import *  # noqa: F403
+from .inttuple import *  # noqa: F403
+from .layout import *  # noqa: F403
+from .swizzle import *  # noqa: F403
 
-__all__ = [
-    "IntTuple", "congruent", "compatible", "product", "product_each", "prefix_product", "inner_product",
-    "Layout", "make_layout", "make_ordered_layout", "make_layout_row_major", "make_layout_col_major",
-    "size", "cosize", "rank", "depth", "get", "append", "prepend", "group_modes", "flatten", "select",
-    "slice_", "slice_and_offset", "crd2idx", "idx2crd", "parse_layout",
-    "coalesce", "filter", "filter_zeros", "composition", "complement", "right_inverse", "left_inverse",
-    "logical_divide", "zipped_divide", "tiled_divide", "flat_divide",
-    "logical_product", "zipped_product", "tiled_product", "flat_product", "blocked_product", "raked_product",
-    "make_layout_tv", "recast_layout",
-    "composition_error", "complement_error", "left_inverse_error", "divide_error", "product_error",
-    "recast_error", "is_injective",
-    "Swizzle", "ComposedLayout", "make_swizzle", "make_composed_layout",
-]
+__all__ = [*inttuple.__all__, *layout.__all__, *algebra.__all__, *swizzle.__all__]

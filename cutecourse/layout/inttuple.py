@@ -17,6 +17,9 @@ from typing import Any, Union
 
 IntTuple = Union[int, tuple]
 
+#: What ``cutecourse.layout`` re-exports; the rest are helpers for the other modules.
+__all__ = ["IntTuple", "congruent", "compatible", "product", "product_each", "prefix_product", "inner_product"]
+
 # Deep enough for any realistic CuTe layout, shallow enough that malformed
 # (e.g. self-nesting) input is rejected before Python's recursion limit.
 MAX_DEPTH = 32
