@@ -24,8 +24,9 @@ import importlib
 import statistics
 import time
 
+from cutecourse.kernels import GEMM_STEPS as STEPS
+
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 512), (16384, 1024, 8192)]
-STEPS = ["gemm1_naive", "gemm2_smem", "gemm3_mma", "gemm4_multistage", "gemm5_wgmma", "gemm6_warpspecialized"]
 SIMT = {"gemm1_naive", "gemm2_smem"}
 
 
@@ -145,7 +146,7 @@ def main() -> None:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    print(f"| dtype | M×N×K | kernel | ms | TFLOP/s | × torch.matmul |\n|---|---|---|---|---|---|")
+    print("| dtype | M×N×K | kernel | ms | TFLOP/s | × torch.matmul |\n|---|---|---|---|---|---|")
     for r in rows:
         shape = f"{r['M']}×{r['N']}×{r['K']}"
         print(f"| {r['dtype']} | {shape} | {r['step']} | {r['ms']} | {r['tflops']} | {r['ratio']} |")

@@ -11,7 +11,7 @@ import importlib
 
 import torch
 
-from gemm import STEPS  # benchmarks/gemm.py, beside this script
+from cutecourse.kernels import GEMM_STEPS
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--shape", default="4096x4096x4096")
@@ -26,5 +26,5 @@ b = torch.randn(n, k, device="cuda", dtype=dtype).t()
 c = torch.empty(m, n, device="cuda", dtype=dtype)
 torch.matmul(a, b, out=c)
 for step in args.steps:
-    importlib.import_module(f"cutecourse.kernels.{STEPS[step - 1]}").gemm(a, b, c)
+    importlib.import_module(f"cutecourse.kernels.{GEMM_STEPS[step - 1]}").gemm(a, b, c)
 torch.cuda.synchronize()

@@ -15,12 +15,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from cutecourse.kernels import gemm_launch, launch  # noqa: E402
+from cutecourse.kernels import GEMM_STEPS, gemm_launch, launch  # noqa: E402
 
 pytestmark = pytest.mark.gpu(80)
 
-STEPS = {"gemm1_naive": 80, "gemm2_smem": 80, "gemm3_mma": 80, "gemm4_multistage": 80, "gemm5_wgmma": 90,
-         "gemm6_warpspecialized": 90}
+STEPS = list(GEMM_STEPS)
 #: (A/B dtype, C dtype, A major, B major): 50 shapes each, so 200 per step.
 COMBOS = [(torch.bfloat16, torch.float32, "k", "n"), (torch.float16, torch.float16, "k", "k"),
           (torch.bfloat16, torch.bfloat16, "m", "n"), (torch.float16, torch.float32, "m", "k")]
@@ -78,11 +77,17 @@ def needs(cc):
         pytest.skip(f"not run: needs sm_{cc}")
 
 
-@pytest.mark.parametrize("combo", COMBOS, ids=lambda c: f"{str(c[0])[6:]}-{str(c[1])[6:]}-{c[2]}{c[3]}")
-@pytest.mark.parametrize("step", list(STEPS))
-def test_step_matches_float64_torch_on_random_shapes(step, combo):
-    needs(STEPS[step])
+def runnable(step):
+    """The step's module; the test is skipped, with the reason, on a GPU older than the step needs."""
     module = importlib.import_module(f"cutecourse.kernels.{step}")
+    needs(module.gemm.min_cc)
+    return module
+
+
+@pytest.mark.parametrize("combo", COMBOS, ids=lambda c: f"{str(c[0])[6:]}-{str(c[1])[6:]}-{c[2]}{c[3]}")
+@pytest.mark.parametrize("step", STEPS)
+def test_step_matches_float64_torch_on_random_shapes(step, combo):
+    module = runnable(step)
     cases = shapes(zlib.crc32(step.encode()) + COMBOS.index(combo), 50, module.gemm.vector, combo)
     wrong = failures(module.gemm, combo, cases)
     assert not wrong, f"{step}: {len(wrong)} of {len(cases)} shapes wrong:\n" + "\n".join(wrong[:10])
@@ -151,23 +156,24 @@ BROKEN = {
 
 @pytest.mark.parametrize("step, what", [(s, w) for s, vs in BROKEN.items() for w in vs])
 def test_a_broken_kernel_fails_the_check(step, what, tmp_path):
-    needs(STEPS[step])
+    runnable(step)
     broken = variant(step, BROKEN[step][what], tmp_path)
     combo = COMBOS[0]
     cases = [(256, 256, 256), (4096, 512, 1024), (200, 136, 72)]
     assert failures(broken.gemm, combo, cases), f"{step} with {what} passed the check: the check cannot fail"
 
 
-@pytest.mark.parametrize("step", ["gemm5_wgmma", "gemm6_warpspecialized"])
+@pytest.mark.parametrize("step", STEPS[4:])
 def test_hopper_steps_name_the_arch_they_need(step, monkeypatch):
     module = importlib.import_module(f"cutecourse.kernels.{step}")
+    assert module.gemm.min_cc == 90
     a, b, c = operands(64, 64, 64, COMBOS[0])
     monkeypatch.setitem(gemm_launch._capability, a.device, 80)  # pretend to be an A100
     with pytest.raises(ValueError, match=rf"{step} needs sm_90 or newer .* this GPU is sm_80: use gemm4_multistage"):
         module.gemm(a, b, c)
 
 
-def test_operands_on_two_devices_or_the_cpu_are_refused():
+def test_a_cpu_operand_and_unsupported_strides_are_refused():
     from cutecourse.kernels import gemm4_multistage
 
     a, b, c = operands(64, 64, 64, COMBOS[0])
@@ -179,13 +185,12 @@ def test_operands_on_two_devices_or_the_cpu_are_refused():
         gemm4_multistage.gemm(a[:, :60], b[:60], c)
 
 
-@pytest.mark.parametrize("step", list(STEPS))
+@pytest.mark.parametrize("step", STEPS)
 def test_a_cached_launch_adds_at_most_20_us_of_host_time(step):
-    needs(STEPS[step])
-    module = importlib.import_module(f"cutecourse.kernels.{step}")
+    module = runnable(step)
     a, b, c = operands(64, 64, 64, COMBOS[0])
     module.gemm(a, b, c)  # compile
-    ops = gemm_launch.check(a, b, c, step=step, vector=module.gemm.vector, min_cc=STEPS[step])
+    ops = gemm_launch.check(a, b, c, step=step, vector=module.gemm.vector, min_cc=module.gemm.min_cc)
     bare = module.gemm.compiled[(ops, module.Config())]
     args = (*gemm_launch.pointers(ops, a, b, c), 64, 64, 64, launch.current_stream())
 
