@@ -394,14 +394,7 @@ def append(input: Layout, elem: Any, up_to_rank: Optional[int] = None) -> Layout
     >>> print(append(make_layout((2, 3)), make_layout(4, stride=9)), append(make_layout(2), make_layout(1), up_to_rank=3))
     (2,3,4):(1,2,9) (2,1,1):(1,0,0)
     """
-    e = _as_mode(elem, "append")
-    s, d = _modes(input)
-    n = 1 if up_to_rank is None else up_to_rank - len(s)
-    if up_to_rank is not None and not it.is_int(up_to_rank):
-        raise ValueError(f"append: up_to_rank must be an int, got {up_to_rank!r}")
-    if n <= 0:
-        return input
-    return _mk(s + (e.shape,) * n, d + (e.stride,) * n)
+    return _pad(input, elem, up_to_rank, "append")
 
 
 def prepend(input: Layout, elem: Any, up_to_rank: Optional[int] = None) -> Layout:
@@ -410,13 +403,20 @@ def prepend(input: Layout, elem: Any, up_to_rank: Optional[int] = None) -> Layou
     >>> print(prepend(make_layout((2, 3)), make_layout(4, stride=9)))
     (4,2,3):(9,1,2)
     """
-    e = _as_mode(elem, "prepend")
+    return _pad(input, elem, up_to_rank, "prepend")
+
+
+def _pad(input: Layout, elem: Any, up_to_rank: Optional[int], fn: str) -> Layout:
+    """`append` or `prepend` (`fn`): one copy of `elem`, or as many as bring `input` up to `up_to_rank` modes."""
+    e = _as_mode(elem, fn)
     s, d = _modes(input)
-    n = 1 if up_to_rank is None else up_to_rank - len(s)
     if up_to_rank is not None and not it.is_int(up_to_rank):
-        raise ValueError(f"prepend: up_to_rank must be an int, got {up_to_rank!r}")
+        raise ValueError(f"{fn}: up_to_rank must be an int, got {up_to_rank!r}")
+    n = 1 if up_to_rank is None else up_to_rank - len(s)
     if n <= 0:
         return input
+    if fn == "append":
+        return _mk(s + (e.shape,) * n, d + (e.stride,) * n)
     return _mk((e.shape,) * n + s, (e.stride,) * n + d)
 
 
