@@ -1,0 +1,28 @@
+"""cutecourse.bench on a CPU: the clock sampler's parsing and windows (median_ms itself needs a GPU: tests/gpu)."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+from cutecourse import bench
+
+
+def test_clocks_take_the_median_reading_inside_the_window_and_skip_unreadable_lines():
+    lines = ["1500, 690.50", "[N/A], [N/A]", "1400, 700.00", "1900, 650.00"]  # medians, not means
+    command = [sys.executable, "-c", f"print({chr(10).join(lines)!r}, flush=True)"]
+    t0 = time.monotonic()
+    with bench.Clocks(command=command) as clocks:
+        clocks.process.wait()
+        deadline = time.monotonic() + 10
+        while len(clocks.readings) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert clocks.during(t0, time.monotonic()) == (1500.0, 690.5)
+        assert clocks.during(t0 - 10, t0 - 5) is None  # no reading in that window
+
+
+def test_clocks_without_nvidia_smi_read_nothing(monkeypatch):
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    with bench.Clocks() as clocks:
+        assert clocks.process is None
+        assert clocks.during(0, time.monotonic()) is None
