@@ -11,9 +11,11 @@ straight from registers. This step adds what CUTLASS's fastest Hopper kernels do
   wgmma on a slot once its "full" mbarrier fires, then arrives on the slot's "empty" mbarrier to hand it back.
   ``setmaxnreg`` moves registers from the producer (40 per thread: it only computes addresses) to the consumers
   (232), which hold the accumulators.
-* **Persistent tile scheduler.** The grid is one CTA per SM; each CTA loops over output tiles (tile t, then
+* **Persistent tile scheduler.** The grid is at most one CTA per SM; each CTA loops over output tiles (tile t, then
   t + grid, ...), so the producer starts loading the next tile while the consumers are still in the epilogue of
-  this one. Tiles are visited in groups of ``group_m`` cluster rows, column by column inside a group, so the CTAs
+  this one. The grid is no larger than the rounds of tiles need (4096² in 128 × 256 tiles is 4 rounds on 128 SMs
+  as on 132), so no round is left partial: the GPU is power-limited, and SMs that would idle in a partial round
+  draw power all the same while they work. Tiles are visited in groups of ``group_m`` cluster rows, column by column inside a group, so the CTAs
   running at the same time share A rows and B columns in L2.
 * **Clusters and TMA multicast.** Two CTAs of a cluster stacked along M need the same B tile: each loads half of
   it and the TMA multicasts both halves into both CTAs' shared memory, halving B's L2 traffic. A consumer must then
@@ -62,7 +64,7 @@ class Config:
     epi_n: int = 32  # epilogue subtile: tile_m × epi_n outputs per TMA store
     epi_stages: int = 4  # shared-memory buffers for epilogue subtiles in flight
     group_m: int = 8  # tile raster: clusters per group along M
-    sms: int = 132  # persistent grid: sms // (cluster_m · cluster_n) clusters (the H200 has 132 SMs)
+    sms: int = 132  # persistent grid: at most sms // (cluster_m · cluster_n) clusters (the H200 has 132 SMs)
     schedule: str = "cooperative"  # or "pingpong" (then a warpgroup's own tile: try tile_n=128, epi_stages=2)
 
     def __post_init__(self) -> None:
@@ -313,11 +315,14 @@ def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32,
     tma_c, tC = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileS2GOp(), mC,
                                             cute.slice_(sC_layout, (None, None, 0)), epi_tile)
 
-    # Persistent grid: one CTA per SM (fewer when there are fewer tiles), grouped into clusters.
-    cluster_ctas = config.cluster_m * config.cluster_n
+    # Persistent grid: at most one CTA per SM, grouped into clusters, and no more clusters than the rounds of work
+    # need: 256 cluster tiles on 66 clusters take 4 rounds, and so do they on 64, whose last round is not partial
+    # (less power for the same rounds, and the waves line up with the raster's groups).
     clusters_m = (m + config.tile_m * config.cluster_m - 1) // (config.tile_m * config.cluster_m)
     clusters_n = (n + config.tile_n * config.cluster_n - 1) // (config.tile_n * config.cluster_n)
-    persistent = cutlass.min(clusters_m * clusters_n, config.sms // cluster_ctas)
+    fit = config.sms // (config.cluster_m * config.cluster_n)
+    rounds = (clusters_m * clusters_n + fit - 1) // fit
+    persistent = (clusters_m * clusters_n + rounds - 1) // rounds
     kernel = _kernel(tma_a, tA, tma_b, tB, tma_c, tC, mma, sA_layout, sB_layout, sC_layout, ab, c_type, tile, epi_tile,
                      cluster, config.group_m, pingpong, per_tile)
     kernel.launch(grid=(config.cluster_m, config.cluster_n, persistent), block=(128 * (1 + consumers), 1, 1),
