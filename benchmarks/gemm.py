@@ -6,10 +6,13 @@
 
 For each dtype and shape (4096³, 8192³ and two skinny ones) it checks each step's output against float64 torch,
 then times torch.matmul and the steps in `--rounds` interleaved rounds and reports the median round: TFLOP/s and
-the ratio to torch.matmul. In a round each kernel first runs alone for `--settle-ms` (the H200 is power-limited on
-random data, so a kernel timed right after a lighter one borrows its clocks: unsettled, the same step measured 1.11×
-and 0.87× at 8192³ in two runs), then is timed as the median of 5 × 10 back-to-back launches
-(cutecourse.bench.median_ms).
+the ratio to torch.matmul. In a round each kernel first runs alone for `--settle-ms`, then is timed as the median of
+5 × 10 back-to-back launches (cutecourse.bench.median_ms); odd rounds run the kernels in the reverse order. Both are
+there because the H200 is power-limited on random data and its clock follows the power draw over hundreds of
+milliseconds: a kernel timed right after a lighter one borrows its clocks (unsettled, one step measured 1.11× and
+0.87× at 8192³ in two runs; `benchmarks/gemm_clocks.py` shows torch.matmul 3-5% faster in its first 100 ms after
+step 5 than once settled), so no kernel should always follow the same one. Where nvidia-smi exists, the SM clock and board power while each kernel ran are
+reported too (cutecourse.bench.Clocks): at the power limit, a kernel that moves more data runs at a lower clock.
 A is K-major (row-major (M, K)); B is K-major (``bt.t()``, the layout CUTLASS calls TN), C has A's dtype; torch
 gets the same tensors and writes into the same C (``torch.matmul(a, b, out=c)``). Steps 1 and 2 (SIMT) are timed
 at 4096³ only: at 8192³ a single launch of step 1 takes seconds.
@@ -63,6 +66,18 @@ def plot(csv_path: str, chart_path: str) -> None:
     print(f"chart: {chart_path}")
 
 
+def kernels_to_time(steps: list[int], variants: list[str]) -> dict[str, tuple]:
+    """{name: (launcher, Config)} for the steps' default Configs and the `--variants` ("6:epi_n=64,stages=3")."""
+    launches = {}
+    for number, fields in [(n, "") for n in steps] + [(int(v.partition(":")[0]), v.partition(":")[2])
+                                                       for v in variants]:
+        module = importlib.import_module(f"cutecourse.kernels.{STEPS[number - 1]}")
+        changes = dict(f.split("=") for f in fields.split(",")) if fields else {}
+        launches[f"{STEPS[number - 1]}({fields})" if fields else STEPS[number - 1]] = (module.gemm, module.Config(**{
+            key: int(value) if value.isdigit() else value for key, value in changes.items()}))
+    return launches
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dtypes", nargs="+", default=["bfloat16", "float16"])
@@ -72,7 +87,7 @@ def main() -> None:
                         help="also time a step with some Config fields changed, e.g. 4:bk=64,stages=3 "
                              "or 6:schedule=pingpong")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds; the median is reported")
-    parser.add_argument("--settle-ms", type=float, default=300.0,
+    parser.add_argument("--settle-ms", type=float, default=1000.0,
                         help="back-to-back launches of a kernel before it is timed, in ms (power and clocks settle)")
     parser.add_argument("--csv", default="gemm.csv")
     parser.add_argument("--chart", default="gemm.svg")
@@ -85,22 +100,15 @@ def main() -> None:
     import torch
     from tqdm import tqdm
 
-    from cutecourse.bench import median_ms
+    from cutecourse.bench import Clocks, median_ms
     from cutecourse.kernels import gemm_launch
 
     gpu = torch.cuda.get_device_name()
     date = datetime.date.today().isoformat()
-    steps = [STEPS[i - 1] for i in args.steps]
-    modules = {s: importlib.import_module(f"cutecourse.kernels.{s}") for s in steps}
-    launches = {s: (m.gemm, m.Config()) for s, m in modules.items()}
-    for spec in args.variants:
-        number, _, fields = spec.partition(":")
-        module = importlib.import_module(f"cutecourse.kernels.{STEPS[int(number) - 1]}")
-        changes = dict(f.split("=") for f in fields.split(","))
-        launches[f"{STEPS[int(number) - 1]}({fields})"] = (module.gemm, module.Config(**{
-            key: int(value) if value.isdigit() else value for key, value in changes.items()}))
+    launches = kernels_to_time(args.steps, args.variants)
     shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes]
     rows = []
+    clocks = Clocks()
     progress = tqdm(total=len(args.dtypes) * len(shapes), desc="dtype × shape")
     for name in args.dtypes:
         dtype = getattr(torch, name)
@@ -124,32 +132,42 @@ def main() -> None:
                 progress.write(f"{step} {name} {m}x{n}x{k}: correct; first call (compile + run) {compile_s:.1f} s")
                 kernels[step] = (lambda i, g=gemm, cfg=config: g(a, b, c, cfg))
             rounds: dict[str, list[float]] = {kname: [] for kname in kernels}
-            for _ in range(args.rounds):
-                for kname, fn in kernels.items():
+            power: dict[str, list[tuple[float, float]]] = {kname: [] for kname in kernels}
+            for r in range(args.rounds):
+                for kname, fn in list(kernels.items())[::-1 if r % 2 else 1]:
                     slow = kname.startswith(tuple(SIMT))
                     # Settle: run the kernel alone for --settle-ms first, so that it is timed at the clocks its own
                     # power draw allows, not at those the previous kernel left behind.
                     once = median_ms(fn, reps=1, batch=1, warmup=1)
                     warmup = 1 if slow else max(3, int(args.settle_ms / max(once, 1e-3)))
+                    t0 = time.monotonic()
                     rounds[kname].append(median_ms(fn, reps=1 if slow else 5, batch=1 if slow else 10,
                                                    warmup=warmup))
+                    # Clock and power over the second half of the settle and the timing (the first half ramps).
+                    reading = clocks.during(t0 + (time.monotonic() - t0) / 2, time.monotonic())
+                    if reading:
+                        power[kname].append(reading)
             base = statistics.median(rounds["torch.matmul"])
             for kname, times in rounds.items():
                 ms = statistics.median(times)
                 tflops = 2 * m * n * k / ms / 1e9
+                mhz = f"{statistics.median(r[0] for r in power[kname]):.0f}" if power[kname] else ""
+                watts = f"{statistics.median(r[1] for r in power[kname]):.0f}" if power[kname] else ""
                 rows.append(dict(date=date, gpu=gpu, dtype=name, M=m, N=n, K=k, step=kname, ms=f"{ms:.4f}",
-                                 tflops=f"{tflops:.1f}", ratio=f"{base / ms:.3f}",
+                                 tflops=f"{tflops:.1f}", ratio=f"{base / ms:.3f}", sm_mhz=mhz, watts=watts,
                                  rounds=" ".join(f"{t:.4f}" for t in times)))
             progress.update()
     progress.close()
+    clocks.close()
     with open(args.csv, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    print("| dtype | M×N×K | kernel | ms | TFLOP/s | × torch.matmul |\n|---|---|---|---|---|---|")
+    print("| dtype | M×N×K | kernel | ms | TFLOP/s | × torch.matmul | SM MHz | W |\n|---|---|---|---|---|---|---|---|")
     for r in rows:
         shape = f"{r['M']}×{r['N']}×{r['K']}"
-        print(f"| {r['dtype']} | {shape} | {r['step']} | {r['ms']} | {r['tflops']} | {r['ratio']} |")
+        print(f"| {r['dtype']} | {shape} | {r['step']} | {r['ms']} | {r['tflops']} | {r['ratio']} | {r['sm_mhz']} "
+              f"| {r['watts']} |")
     print(f"csv: {args.csv}")
     try:
         plot(args.csv, args.chart)

@@ -7,16 +7,15 @@
 """
 
 import argparse
-import importlib
 
 import torch
-
-from cutecourse.kernels import GEMM_STEPS
+from gemm import kernels_to_time  # benchmarks/gemm.py
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--shape", default="4096x4096x4096")
 parser.add_argument("--dtype", default="bfloat16")
 parser.add_argument("--steps", nargs="+", type=int, default=[6])
+parser.add_argument("--variants", nargs="*", default=[], metavar="STEP:FIELD=VALUE,...", help="as in gemm.py")
 args = parser.parse_args()
 m, n, k = (int(x) for x in args.shape.split("x"))
 dtype = getattr(torch, args.dtype)
@@ -25,6 +24,6 @@ a = torch.randn(m, k, device="cuda", dtype=dtype)
 b = torch.randn(n, k, device="cuda", dtype=dtype).t()
 c = torch.empty(m, n, device="cuda", dtype=dtype)
 torch.matmul(a, b, out=c)
-for step in args.steps:
-    importlib.import_module(f"cutecourse.kernels.{GEMM_STEPS[step - 1]}").gemm(a, b, c)
+for gemm, config in kernels_to_time(args.steps, args.variants).values():
+    gemm(a, b, c, config)
 torch.cuda.synchronize()
