@@ -36,12 +36,13 @@ straight from registers. This step adds what CUTLASS's fastest Hopper kernels do
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import cutlass
 import cutlass.cute as cute
 import cutlass.utils.hopper_helpers as sm90
+import torch
 from cutlass import pipeline
 from cutlass.cute.nvgpu import cpasync, warp, warpgroup
 from cutlass.memory import SmemAllocator
@@ -64,7 +65,8 @@ class Config:
     epi_n: int = 32  # epilogue subtile: tile_m × epi_n outputs per TMA store
     epi_stages: int = 4  # shared-memory buffers for epilogue subtiles in flight
     group_m: int = 8  # tile raster: clusters per group along M
-    sms: int = 132  # persistent grid: at most sms // (cluster_m · cluster_n) clusters (the H200 has 132 SMs)
+    sms: int = 132  # persistent grid: at most sms // (cluster_m · cluster_n) clusters; the launcher lowers it to
+    # the GPU's SM count (H100 SXM and H200: 132, H100 PCIe: 114)
     schedule: str = "cooperative"  # or "pingpong" (then a warpgroup's own tile: try tile_n=128, epi_stages=2)
 
     def __post_init__(self) -> None:
@@ -329,5 +331,12 @@ def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32,
                   cluster=(config.cluster_m, config.cluster_n, 1), stream=stream)
 
 
+def for_device(config: Config, device: Any) -> Config:
+    """`config` with ``sms`` no larger than `device`'s SM count: a persistent grid larger than the GPU runs its last
+    clusters after the others have finished, twice as long."""
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    return config if config.sms <= sms else replace(config, sms=sms)
+
+
 gemm = gemm_launch.Launcher(host, Config, step="gemm6_warpspecialized", vector=True, min_cc=90,
-                            alternative="gemm4_multistage")
+                            alternative="gemm4_multistage", for_device=for_device)

@@ -212,9 +212,10 @@ class Launcher:
     """
 
     def __init__(self, host: Any, config_type: Callable[..., Any], *, step: str, vector: bool, min_cc: int,
-                 alternative: str = "gemm2_smem") -> None:
+                 alternative: str = "gemm2_smem", for_device: Callable[[Any, Any], Any] | None = None) -> None:
         self.host, self.config_type, self.default, self.step = host, config_type, config_type(), step
         self.vector, self.min_cc, self.alternative = vector, min_cc, alternative
+        self.for_device = for_device  # (config, torch device) -> the config compiled for that device
         self.compiled: dict[tuple[Any, ...], Any] = {}
         self.plans: dict[tuple[Any, ...], tuple[Any, ...]] = {}
 
@@ -226,6 +227,8 @@ class Launcher:
         if a.shape[1] == 0:
             c.zero_()
             return None
+        if self.for_device is not None:
+            config = self.for_device(config, a.device)
         fn = self.compiled.get((ops, config))
         if fn is None:
             fn = self.compiled[(ops, config)] = compile_for(self.host, config, ops, a, b, c, launch.current_stream())

@@ -84,3 +84,17 @@ def test_extents_past_the_grid_limit_are_refused_with_the_way_to_split():
     b, c = torch.empty(8, 1, dtype=torch.float16), torch.empty(65535 * 16 + 1, 1)
     with pytest.raises(ValueError, match=r"keep M and N at most 1048560 and split the GEMM"):
         traits(a, b, c, vector=False)
+
+
+def test_step_6_never_launches_more_clusters_than_the_gpu_has_sms_for(monkeypatch):
+    from types import SimpleNamespace
+
+    from cutecourse.kernels import gemm6_warpspecialized as g6
+
+    sms = {"cuda:0": 114, "cuda:1": 132}  # an H100 PCIe and an H200
+    monkeypatch.setattr(g6.torch.cuda, "get_device_properties",
+                        lambda device: SimpleNamespace(multi_processor_count=sms[device]))
+    assert g6.for_device(g6.Config(), "cuda:0").sms == 114
+    assert g6.for_device(g6.Config(), "cuda:1") == g6.Config()
+    assert g6.for_device(g6.Config(sms=64), "cuda:0").sms == 64  # a smaller grid asked for stays
+    assert g6.gemm.for_device is g6.for_device  # and the launcher applies it
