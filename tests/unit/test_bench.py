@@ -26,3 +26,21 @@ def test_clocks_without_nvidia_smi_read_nothing(monkeypatch):
     with bench.Clocks() as clocks:
         assert clocks.process is None
         assert clocks.during(0, time.monotonic()) is None
+
+
+def test_the_gemm_benchmark_names_a_malformed_variant_and_the_form_it_wants():
+    import importlib.util
+    from pathlib import Path
+
+    import pytest
+
+    pytest.importorskip("cutlass")
+    path = Path(__file__).parents[2] / "benchmarks" / "gemm.py"
+    spec = importlib.util.spec_from_file_location("gemm_benchmark", path)
+    gemm = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gemm)
+    for bad in ("9:stages=3", "6:epi_n", "stages=3"):
+        with pytest.raises(SystemExit, match=f"--variants '{bad}': write STEP:FIELD=VALUE"):
+            gemm.kernels_to_time([], [bad])
+    assert list(gemm.kernels_to_time([6], ["6:epi_n=64,stages=3"])) == [
+        "gemm6_warpspecialized", "gemm6_warpspecialized(epi_n=64,stages=3)"]
