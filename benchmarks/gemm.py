@@ -68,15 +68,16 @@ def plot(csv_path: str, chart_path: str) -> None:
 
 def kernels_to_time(steps: list[int], variants: list[str]) -> dict[str, tuple]:
     """{name: (launcher, Config)} for the steps' default Configs and the `--variants` ("6:epi_n=64,stages=3")."""
-    launches = {}
+    specs = [(number, "") for number in steps]
     for spec in variants:
         number, _, fields = spec.partition(":")
         if number not in {str(i) for i in range(1, len(STEPS) + 1)} or not all(
                 f.count("=") == 1 for f in fields.split(",")):
             raise SystemExit(f"--variants {spec!r}: write STEP:FIELD=VALUE,... with a step 1-{len(STEPS)}, "
                              "e.g. 6:epi_n=64,stages=3")
-    for number, fields in [(n, "") for n in steps] + [(int(v.partition(":")[0]), v.partition(":")[2])
-                                                       for v in variants]:
+        specs.append((int(number), fields))
+    launches = {}
+    for number, fields in specs:
         module = importlib.import_module(f"cutecourse.kernels.{STEPS[number - 1]}")
         changes = dict(f.split("=") for f in fields.split(",")) if fields else {}
         launches[f"{STEPS[number - 1]}({fields})" if fields else STEPS[number - 1]] = (module.gemm, module.Config(**{

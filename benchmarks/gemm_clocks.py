@@ -18,6 +18,7 @@ import torch
 from gemm import kernels_to_time  # benchmarks/gemm.py
 
 from cutecourse.bench import Clocks, median_ms
+from cutecourse.kernels import GEMM_STEPS
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--shape", default="4096x4096x4096")
@@ -28,8 +29,10 @@ parser.add_argument("--after-ms", type=float, default=500.0)
 args = parser.parse_args()
 for pair in args.pairs:
     sides = pair.split(":")
-    if len(sides) != 2 or any(x != "torch" and x not in {str(i) for i in range(1, 7)} for x in sides):
-        parser.error(f"--pairs {pair!r}: each pair is BEFORE:AFTER, each a step 1-6 or 'torch', e.g. 5:6 or 6:torch")
+    if len(sides) != 2 or any(x != "torch" and x not in {str(i) for i in range(1, len(GEMM_STEPS) + 1)}
+                              for x in sides):
+        parser.error(f"--pairs {pair!r}: each pair is BEFORE:AFTER, each a step 1-{len(GEMM_STEPS)} or 'torch', "
+                     "e.g. 5:6 or 6:torch")
 m, n, k = (int(x) for x in args.shape.split("x"))
 names = sorted({x for pair in args.pairs for x in pair.split(":") if x != "torch"}, key=int)
 steps = dict(zip(names, kernels_to_time([int(x) for x in names], []).values()))

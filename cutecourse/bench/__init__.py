@@ -6,7 +6,11 @@ device copy, ``torch.matmul``) with it in the same run, so ratios compare like w
 
 from __future__ import annotations
 
+import shutil
 import statistics
+import subprocess
+import threading
+import time
 from typing import Callable
 
 
@@ -53,10 +57,6 @@ class Clocks:
     QUERY = ["--query-gpu=clocks.sm,power.draw", "--format=csv,noheader,nounits"]
 
     def __init__(self, period_ms: int = 50, command: list[str] | None = None) -> None:
-        import shutil
-        import subprocess
-        import threading
-
         self.readings: list[tuple[float, float, float]] = []  # (monotonic time, MHz, W)
         if command is None:
             smi = shutil.which("nvidia-smi")
@@ -67,8 +67,6 @@ class Clocks:
             threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
-        import time
-
         for line in self.process.stdout:
             try:
                 mhz, watts = (float(x) for x in line.split(",")[:2])

@@ -64,21 +64,14 @@ def _kernel(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, sA_layout: cute.C
     bm, bn, bk = tiler
     tile_m, tile_n = bidx // raster, bidx % raster + bidy * raster  # raster swizzle (host launched raster×)
     if tile_m * bm < M and tile_n * bn < N:
-        coord = (tile_m, tile_n, None)
-        # This CTA's tiles: gA (bm, bk, k_tiles), gB (bn, bk, k_tiles), gC (bm, bn); cA, cB their (row, k) coords.
-        # Shift K by the residue (<= 0) so that the partial K tile is the first one.
+        # This CTA's tiles: gA (bm, bk, k_tiles), gB (bn, bk, k_tiles), gC (bm, bn), and cA, cB, cC their
+        # coordinates. Shift K by the residue (<= 0) so that the partial K tile is the first one.
+        gA, gB, gC, cA, cB, cC = gemm_launch.cta_tiles(mA, mB, mC, tiler, (tile_m, tile_n, None))
         k_tiles = (K + bk - 1) // bk
         shift = (0, K - k_tiles * bk, 0)
-        gA = cute.domain_offset(shift, cute.local_tile(mA, tiler, coord, proj=(1, None, 1)))
-        gB = cute.domain_offset(shift, cute.local_tile(mB, tiler, coord, proj=(None, 1, 1)))
-        cA = cute.domain_offset(shift, cute.local_tile(cute.make_identity_tensor(mA.shape), tiler, coord,
-                                                       proj=(1, None, 1)))
-        cB = cute.domain_offset(shift, cute.local_tile(cute.make_identity_tensor(mB.shape), tiler, coord,
-                                                       proj=(None, 1, 1)))
+        gA, gB, cA, cB = (cute.domain_offset(shift, t) for t in (gA, gB, cA, cB))
         gA = cute.make_tensor(gA.iterator.align(16), gA.layout)  # the shift is a whole number of 16-byte vectors
         gB = cute.make_tensor(gB.iterator.align(16), gB.layout)
-        gC = cute.local_tile(mC, tiler, coord, proj=(1, 1, None))
-        cC = cute.local_tile(cute.make_identity_tensor(mC.shape), tiler, coord, proj=(1, 1, None))
 
         # One shared buffer: the A and B stages during the main loop, then C's tile in the epilogue.
         ab = mA.element_type

@@ -130,7 +130,9 @@ def _kernel(tma_a: cute.CopyAtom, mA: cute.Tensor, tma_b: cute.CopyAtom, mB: cut
                 _load(tma_a, tAgA, tAsA, tma_b, tBgB, tBsB, full, nxt, done, nbytes)
     warpgroup.wait_group(0)
 
-    # Epilogue: round to C's dtype and store each element this thread holds, if it lies inside C.
+    # Epilogue: round to C's dtype and store each element this thread holds, if it lies inside C. One element at a
+    # time, not gemm_launch.store_inside's whole-fragment conversion: that one let LLVM hoist the conversions above
+    # the wgmma.wait_group, reading accumulators the Tensor Cores were still writing.
     tCgC = thr_mma.partition_C(gC)
     tCcC = thr_mma.partition_C(cute.local_tile(cute.make_identity_tensor(mC.shape), (tile[0], tile[1]), (bm, bn)))
     for i in cutlass.range(cute.size(acc), unroll_full=True):

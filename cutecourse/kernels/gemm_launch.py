@@ -49,10 +49,6 @@ class Operands:
     vector: int = 1  # elements per access the step may assume the leading dimensions are divisible by
 
 
-def _name(t: Any) -> str:
-    return str(t.dtype).removeprefix("torch.")
-
-
 def _majors(name: str, t: Any, contiguous: str, transposed: str, how: str) -> list[str]:
     """The majors `t`'s strides allow: one, or both when a dimension is 1 (torch ignores the stride of such a mode)."""
     majors = [major for major, ok in ((contiguous, t.is_contiguous()), (transposed, t.t().is_contiguous())) if ok]
@@ -77,12 +73,12 @@ def traits(a: Any, b: Any, c: Any, *, step: str, vector: bool, alternative: str 
         if t.numel() >= 2**31:
             raise ValueError(f"{name} has {t.numel()} elements, 2**31 or more; split the GEMM (32-bit indexing)")
     for name, t in (("a", a), ("b", b)):
-        if _name(t) not in AB_DTYPES:
+        if launch.dtype_name(t) not in AB_DTYPES:
             raise ValueError(f"{name} has dtype {t.dtype}; the GEMM steps take float16 or bfloat16 operands: "
                              f"{name} = {name}.to(torch.bfloat16)")
     if b.dtype != a.dtype:
         raise ValueError(f"b has dtype {b.dtype} but a has {a.dtype}: b = b.to({a.dtype})")
-    if _name(c) not in C_DTYPES:
+    if launch.dtype_name(c) not in C_DTYPES:
         raise ValueError(f"c has dtype {c.dtype}; pick float32, float16 or bfloat16")
     (m, k), (kb, n) = a.shape, b.shape
     if kb != k:
@@ -114,7 +110,7 @@ def traits(a: Any, b: Any, c: Any, *, step: str, vector: bool, alternative: str 
                     f"16-byte alignment; {step} moves 16-byte vectors, so {what} must be a multiple of {per} and "
                     f"{name} 16-byte aligned. Pad {what} (torch.nn.functional.pad) or use {alternative}, which takes "
                     "any shape")
-    return Operands(_name(a), _name(c), a_major, b_major, elems if vector else 1)
+    return Operands(launch.dtype_name(a), launch.dtype_name(c), a_major, b_major, elems if vector else 1)
 
 
 _capability: dict[Any, int] = {}
@@ -135,8 +131,9 @@ def check(a: Any, b: Any, c: Any, *, step: str, vector: bool, min_cc: int,
         _capability[a.device] = major * 10 + minor
     cc = _capability[a.device]
     if cc < min_cc:
+        way = f"use {alternative}" if min_cc > 80 else "every GEMM step needs an sm_80+ GPU (A100, L4, H100)"
         raise ValueError(f"{step} needs sm_{min_cc} or newer (its instructions do not exist before); this GPU is "
-                         f"sm_{cc}: use " + ("gemm4_multistage" if min_cc >= 90 else alternative))
+                         f"sm_{cc}: {way}")
     return ops
 
 
@@ -217,10 +214,11 @@ class Launcher:
         self.vector, self.min_cc, self.alternative = vector, min_cc, alternative
         self.for_device = for_device  # (config, torch device) -> the config compiled for that device
         self.compiled: dict[tuple[Any, ...], Any] = {}
-        self.plans: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+        self.plans: dict[tuple[Any, ...], tuple[Any, Operands]] = {}
 
-    def plan(self, a: Any, b: Any, c: Any, config: Any) -> tuple[Any, ...] | None:
-        """Check the call, compile if needed, and return how to launch it (None: nothing to launch)."""
+    def plan(self, a: Any, b: Any, c: Any, config: Any) -> tuple[Any, Operands] | None:
+        """Check the call, compile if needed, and return the compiled kernel and the operands' traits (None: nothing
+        to launch)."""
         ops = check(a, b, c, step=self.step, vector=self.vector, min_cc=self.min_cc, alternative=self.alternative)
         if c.numel() == 0:
             return None
@@ -232,9 +230,7 @@ class Launcher:
         fn = self.compiled.get((ops, config))
         if fn is None:
             fn = self.compiled[(ops, config)] = compile_for(self.host, config, ops, a, b, c, launch.current_stream())
-        ab, cd = dtype(ops.ab), dtype(ops.c)
-        vector = ops.vector > 1
-        return fn, ab, cd, 16 if vector else ab.width // 8, 16 if vector else cd.width // 8
+        return fn, ops
 
     def __call__(self, a: Any, b: Any, c: Any = None, config: Any = None) -> Any:
         if c is None and isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dim() == b.dim() == 2:
@@ -253,11 +249,9 @@ class Launcher:
             if len(self.plans) > 4096:
                 self.plans.clear()
             self.plans[key] = plan
-        fn, ab, cd, align_ab, align_c = plan
+        fn, ops = plan
         (m, k), n = a.shape, b.shape[1]
-        fn(make_ptr(ab, a.data_ptr(), GMEM, assumed_align=align_ab),
-           make_ptr(ab, b.data_ptr(), GMEM, assumed_align=align_ab),
-           make_ptr(cd, c.data_ptr(), GMEM, assumed_align=align_c), m, n, k, launch.current_stream(a.get_device()))
+        fn(*pointers(ops, a, b, c), m, n, k, launch.current_stream(a.get_device()))
         return c
 
 
@@ -282,7 +276,7 @@ def error(c: Any, a: Any, b: Any) -> tuple[float, float, int]:
 def within_bounds(c: Any, a: Any, b: Any) -> str | None:
     """None when `c` is ``a @ b`` within `BOUNDS` for its dtype, else what is wrong (for assertion messages)."""
     rel, worst, unwritten = error(c, a, b)
-    frobenius, elementwise = BOUNDS[_name(c)]
+    frobenius, elementwise = BOUNDS[launch.dtype_name(c)]
     if unwritten:
         return f"{unwritten} of {c.numel()} outputs never written (still NaN)"
     if rel > frobenius or worst > elementwise:

@@ -1,7 +1,7 @@
 """Every GEMM step on the GPU against torch in float64: 200 random shapes per step (1 to 4096 per dimension, primes
 included, tails that are no tile's multiple), both operand dtypes, the three C dtypes, both majors of A and B, outputs
 poisoned with NaN first. Deliberately broken kernels, derived from the steps' own source, are shown to fail the same
-check; the Hopper steps refuse older GPUs by name; a cached launch costs at most 20 µs of host time."""
+check; each step refuses a GPU older than it needs, by name; a cached launch costs at most 20 µs of host time."""
 
 import gc
 import importlib
@@ -178,13 +178,16 @@ def test_a_broken_kernel_fails_the_check(step, what, tmp_path):
     assert failures(broken.gemm, combo, cases), f"{step} with {what} passed the check: the check cannot fail"
 
 
-@pytest.mark.parametrize("step", STEPS[4:])
-def test_hopper_steps_name_the_arch_they_need(step, monkeypatch):
+@pytest.mark.parametrize("step", STEPS)
+def test_each_step_names_the_arch_it_needs(step, monkeypatch):
     module = importlib.import_module(f"cutecourse.kernels.{step}")
-    assert module.gemm.min_cc == 90
+    assert module.gemm.min_cc == (90 if step in STEPS[4:] else 80)
+    older, way = (80, "use gemm4_multistage") if module.gemm.min_cc == 90 else (75, "every GEMM step needs an sm_80")
     a, b, c = operands(64, 64, 64, COMBOS[0])
-    monkeypatch.setitem(gemm_launch._capability, a.device, 80)  # pretend to be an A100
-    with pytest.raises(ValueError, match=rf"{step} needs sm_90 or newer .* this GPU is sm_80: use gemm4_multistage"):
+    monkeypatch.setitem(gemm_launch._capability, a.device, older)  # pretend to be an A100 (a T4)
+    monkeypatch.setattr(module.gemm, "plans", {})  # no verdict cached by an earlier call
+    with pytest.raises(ValueError, match=rf"{step} needs sm_{module.gemm.min_cc} or newer .* this GPU is "
+                                         rf"sm_{older}: {way}"):
         module.gemm(a, b, c)
 
 
@@ -204,9 +207,7 @@ def test_a_cpu_operand_and_unsupported_strides_are_refused():
 def test_a_cached_launch_adds_at_most_20_us_of_host_time(step):
     module = runnable(step)
     a, b, c = operands(64, 64, 64, COMBOS[0])
-    module.gemm(a, b, c)  # compile
-    ops = gemm_launch.check(a, b, c, step=step, vector=module.gemm.vector, min_cc=module.gemm.min_cc)
-    bare = module.gemm.compiled[(ops, module.Config())]
+    bare, ops = module.gemm.plan(a, b, c, module.Config())  # checks and compiles
     args = (*gemm_launch.pointers(ops, a, b, c), 64, 64, 64, launch.current_stream())
 
     def host_us(call, n=200):

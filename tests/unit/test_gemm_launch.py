@@ -98,3 +98,35 @@ def test_step_6_never_launches_more_clusters_than_the_gpu_has_sms_for(monkeypatc
     assert g6.for_device(g6.Config(), "cuda:1") == g6.Config()
     assert g6.for_device(g6.Config(sms=64), "cuda:0").sms == 64  # a smaller grid asked for stays
     assert g6.gemm.for_device is g6.for_device  # and the launcher applies it
+
+
+def test_a_launch_checks_and_compiles_once_then_passes_aligned_pointers_and_the_extents(monkeypatch):
+    """The launcher's cached path, on CPU tensors: the checks (here `traits`, as `check` would refuse a CPU tensor)
+    and the compile run on the first call only; every call gets the three pointers, 16-byte aligned for a vector
+    step, with M, N, K and the stream."""
+    from cutecourse.kernels import gemm4_multistage as step4
+
+    checks, compiles, calls = [], [], []
+
+    def check(a, b, c, **kw):
+        checks.append(kw["step"])
+        return gemm_launch.traits(a, b, c, step=kw["step"], vector=kw["vector"])
+
+    def compile_for(*args, **kw):
+        compiles.append(args[1])
+        return lambda *call: calls.append(call)
+
+    monkeypatch.setattr(gemm_launch, "check", check)
+    monkeypatch.setattr(gemm_launch, "compile_for", compile_for)
+    monkeypatch.setattr(gemm_launch.launch, "current_stream", lambda device=None: "the stream")
+    monkeypatch.setattr(gemm_launch, "make_ptr", lambda dtype, address, space, assumed_align: (
+        str(dtype), address, assumed_align))
+    launcher = gemm_launch.Launcher(step4.host, step4.Config, step="gemm4_multistage", vector=True, min_cc=80)
+    a, b, c = operands(64, 32, 16)
+    for _ in range(3):
+        assert launcher(a, b, c) is c
+    assert checks == ["gemm4_multistage"] and compiles == [step4.Config()] and len(calls) == 3
+    pa, pb, pc, m, n, k, stream = calls[-1]
+    assert (pa, pb, pc) == (("Float16", a.data_ptr(), 16), ("Float16", b.data_ptr(), 16),
+                            ("Float32", c.data_ptr(), 16))
+    assert (m, n, k, stream) == (64, 32, 16, "the stream")
