@@ -54,22 +54,25 @@ def exercise_from_solution(solution: dict[str, Any]) -> dict[str, Any]:
                              '{"cutecourse": {"exercise": "N.M", "title": "..."}} to it')
         if not nbio.is_check(cell):
             cell["outputs"], cell["execution_count"] = [], None
-        elif "gpu" in nbio.tags(cell) and not cell.get("outputs"):
-            cell["outputs"] = [expected_gpu_output(cell)]
+        elif "gpu" in nbio.tags(cell):  # whatever the solution's run left there ("not run" without a GPU)
+            cell["outputs"] = expected_gpu_outputs(cell)
     return nb
 
 
-def expected_gpu_output(cell: dict[str, Any]) -> dict[str, Any]:
-    """A GPU check cell cannot run where solutions are executed (no GPU); its expected output is the check's pass
-    line, which is deterministic. The hidden GPU tests, run against the solution on a GPU, keep that line honest."""
+def expected_gpu_outputs(cell: dict[str, Any]) -> list[dict[str, Any]]:
+    """A GPU check cell cannot run where solutions are executed (no GPU), and the grader runs it only on a GPU; its
+    expected outputs are what a passing check prints and returns there, which is deterministic: the pass line and
+    ``True``. The hidden GPU tests, run against the solution on a GPU, keep that honest."""
     from cutecourse.grading import checks
 
     name = nbio.meta(cell).get("check")
     if name not in checks.REGISTRY:
         raise ValueError(f"GPU check cell names check {name!r}, which cutecourse.grading.checks does not define")
     check = checks.REGISTRY[name]
-    return {"name": "stdout", "output_type": "stream",
-            "text": [f"{checks.PASS} {check.name}: all {len(check.cases())} cases pass\n"]}
+    return [{"name": "stdout", "output_type": "stream",
+             "text": [f"{checks.PASS} {check.name}: all {len(check.cases())} cases pass\n"]},
+            {"data": {"text/plain": ["True"]}, "execution_count": None, "metadata": {},
+             "output_type": "execute_result"}]
 
 
 def as_submitted(solution: dict[str, Any]) -> dict[str, Any]:

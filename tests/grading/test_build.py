@@ -2,13 +2,17 @@
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from cutecourse.cli import main
-from cutecourse.grading import build
+from cutecourse.grading import build, grader
 from cutecourse.grading import notebook as nbio
+
+from .conftest import NBVAL
 
 ROOT = Path(__file__).resolve().parents[2]
 COURSES = [ROOT, Path(__file__).parent / "demo"]
@@ -87,3 +91,45 @@ def test_build_check_fails_on_a_stale_exercise(tmp_path, capsys):
     assert "exercises/00_demo.ipynb" in capsys.readouterr().out
     assert main(["build", "--course", str(course)]) == 0
     assert main(["build", "--check", "--course", str(course)]) == 0
+
+
+def _shape(outputs: list[dict]) -> list[tuple]:
+    """What nbval compares, less the words: each output's type and the MIME types (and text/plain value) it holds."""
+    return [(o["output_type"], tuple(sorted(o.get("data", {}))), "".join(o.get("data", {}).get("text/plain", [])))
+            for o in outputs]
+
+
+def test_gpu_check_cells_expect_what_a_passing_check_shows():
+    """The grader runs GPU check cells only on a GPU, comparing them with the master: they must expect the pass line
+    (never the "not run" line a solution run without a GPU leaves) and the same outputs as a passing CPU check cell
+    of the same notebook, recorded from a real run."""
+    seen = 0
+    for path in sorted((ROOT / "exercises").glob("[0-9][0-9]_*.ipynb")):
+        cells = [c for c in nbio.load(path)["cells"] if c.get("cell_type") == "code" and nbio.is_check(c)]
+        gpu = [c for c in cells if "gpu" in nbio.tags(c)]
+        cpu = [c for c in cells if "gpu" not in nbio.tags(c)]
+        for cell in gpu:
+            seen += 1
+            name = nbio.meta(cell)["check"]
+            assert cell["outputs"][0]["text"][0].startswith(f"✓ {name}: all "), f"{path.name}: {cell['outputs']}"
+            assert _shape(cell["outputs"]) == _shape(cpu[0]["outputs"]), path.name
+    assert seen >= 2  # lessons 3 and 4 have GPU checks
+
+
+def test_nbval_runs_gpu_cells_without_comparing_them_unless_graded(tmp_path):
+    """Under `make test`, a GPU cell's output is the machine's (a timing; "not run" without a GPU), so the course's
+    plugin runs it without comparing; a cell the grader tags nbval-check-output is still compared."""
+    if not NBVAL:
+        pytest.skip(grader.nbval_available())
+
+    def cell(tags):
+        return {"cell_type": "code", "execution_count": 1, "id": "-".join(tags), "metadata": {"tags": tags},
+                "source": ["print('measured 7')"],
+                "outputs": [{"name": "stdout", "output_type": "stream", "text": ["[GPU cell not run: no GPU]\n"]}]}
+
+    nb = {"cells": [cell(["gpu"]), cell(["gpu", "nbval-check-output"])], "metadata": {}, "nbformat": 4,
+          "nbformat_minor": 5}
+    (tmp_path / "cells.ipynb").write_text(json.dumps(nb))
+    run = subprocess.run([sys.executable, "-m", "pytest", "--nbval", "-p", "cutecourse.grading.plugin", "-q",
+                          "-p", "no:cacheprovider", "cells.ipynb"], cwd=tmp_path, capture_output=True, text=True)
+    assert "1 failed, 1 passed" in run.stdout and "FAILED cells.ipynb::Cell 1" in run.stdout, run.stdout[-2000:]
