@@ -49,3 +49,13 @@ def test_relative_error_treats_unwritten_outputs_as_infinitely_wrong():
     assert checks.relative_error(np.array([1.0, np.nan]), np.array([1.0, 2.0])) == float("inf")
     assert checks.relative_error(np.array([1.0, 2.0]), np.array([1.0, 2.0])) == 0.0
     assert checks.relative_error(np.ones(3), np.ones(4)) == float("inf")
+
+
+def test_a_judge_that_trips_on_an_answer_fails_it_instead_of_raising():
+    def judge(case, value, outputs):
+        return {1: None}[value]  # KeyError on any value but 1
+
+    check = checks.Check("fragile", "f", lambda: [(0,)], judge)
+    assert check.run(lambda x: 1).startswith("✓ fragile")
+    line = check.run(lambda x: 2)
+    assert line.startswith("✗ fragile: f(0): the check could not judge 2 (KeyError: 2)"), line

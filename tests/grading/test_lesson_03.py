@@ -85,6 +85,19 @@ def test_every_cpu_check_fails_a_wrong_answer_with_a_hint(capsys, exercise, chec
     assert line.startswith(f"✗ {check}: ") and line.count("\n") == 1 and hint in line, line
 
 
+def test_a_coordinate_listed_twice_gets_a_hint(capsys):
+    """Forgetting to step along m repeats the right coordinates: a hint, not a crash of the check (or the grader)."""
+    repeats = """
+def thread_coords(tile_shape, thr_shape, thr_stride, tid):
+    (M, N), (a, b) = tile_shape, thr_shape
+    r, c = (tid // thr_stride[0]) % a, (tid // thr_stride[1]) % b
+    return [(r, c + b * j) for j in range(N // b) for i in range(M // a)]
+"""
+    assert checks.thread_coords(_function(repeats, "thread_coords")) is False
+    line = capsys.readouterr().out
+    assert line.startswith("✗ thread_coords: ") and "listed twice" in line, line
+
+
 def test_the_ptx_check_fails_a_kernel_without_predicate(capsys, tmp_path):
     import importlib.util
 

@@ -88,8 +88,7 @@ def test_the_hard_coded_answer_really_passes_only_the_visible_cases(tmp_path):
     ("4.1", "tv_for", "128 // 16"), ("4.2", "predicated_ptx", "predicate"), ("4.3", "split", "128-bit vector"),
 ])
 def test_every_cpu_check_fails_a_wrong_answer_with_a_hint(capsys, tmp_path, exercise, check, hint):
-    target = {"tv_for": "tv_for", "predicated_ptx": "predicated_ptx", "split": "split"}[check]
-    assert getattr(checks, check)(_function(WRONG[exercise], target, tmp_path)) is False
+    assert getattr(checks, check)(_function(WRONG[exercise], check, tmp_path)) is False
     line = capsys.readouterr().out
     assert line.startswith(f"✗ {check}: ") and line.count("\n") == 1 and hint in line, line
 

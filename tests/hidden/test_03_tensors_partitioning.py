@@ -2,8 +2,8 @@
 transpose kernel on random shapes (primes, ragged edges) in three dtypes with poisoned outputs, and the bank
 arithmetic of the padded shared-memory tile on random inputs.
 
-References: the eager algebra (cutecourse.layout) for the partition, torch's transpose for the kernel, the bank model
-of cutecourse.viz for banks and wavefronts.
+References: the eager algebra (cutecourse.layout) for the partition, the input as torch casts it, transposed and
+compared exactly, for the kernel, the bank model of cutecourse.viz for banks and wavefronts.
 """
 
 import random
@@ -35,18 +35,14 @@ SHAPES += [(_rng.randint(1, 700), _rng.randint(1, 700)) for _ in range(4)]
 @pytest.mark.exercise("3.2", points=3)
 @pytest.mark.gpu(80)
 def test_naive_transpose_on_random_shapes_and_dtypes(learner):
-    import torch
-
     rng = np.random.default_rng(303)
     for dtype in ("float32", "float16", "bfloat16"):
         for m, n in SHAPES:
             x = rng.standard_normal((m, n)).astype(np.float32)
             _, (out,) = learner.call("transpose_naive", sandbox.tensor(x, dtype), sandbox.poisoned((n, m), dtype),
                                      timeout=120)
-            want = torch.from_numpy(x).to(getattr(torch, dtype)).t().double().numpy()  # torch's transpose
-            hint = L.transpose_hint(L.rounded(x, dtype), out)
+            hint = L.transpose_hint(L.rounded(x, dtype), out)  # exactly Sᵀ; NaN (the poison) = never written
             assert hint is None, f"{dtype} {(m, n)}: {hint}"
-            assert np.array_equal(np.asarray(out, dtype=np.float64), want), f"{dtype} {(m, n)}: wrong values"
 
 
 @pytest.mark.exercise("3.3", points=2)

@@ -42,9 +42,8 @@ def test_predicated_copy_on_random_shapes_and_dtypes(learner):
             _, (out,) = learner.call("copy_predicated", sandbox.tensor(x, dtype), sandbox.poisoned((m, n), dtype),
                                      timeout=120)
             want = L.rounded(x, dtype)  # torch's cast: a copy moves exactly these values
-            hint = L.copy_hint(want, out)
+            hint = L.exact_hint(want, out)  # exact, and NaN (the poison) counts as never written
             assert hint is None, f"{dtype} {(m, n)}: {hint}"
-            assert np.array_equal(np.asarray(out, dtype=np.float64), want), f"{dtype} {(m, n)}: wrong values"
 
 
 @pytest.mark.exercise("4.3", points=2)

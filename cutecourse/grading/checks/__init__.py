@@ -55,7 +55,10 @@ class Check:
                 value, outputs = call(case)
             except Exception as exc:  # noqa: BLE001 - any failure of the learner's code is a hint, not a crash
                 return f"{FAIL} {self.name}: {self.target}{_show(case)} raised {type(exc).__name__}: {exc}"
-            hint = self.judge(case, value, outputs)
+            try:
+                hint = self.judge(case, value, outputs)
+            except Exception as exc:  # noqa: BLE001 - a judge that trips on an answer fails it; the report is kept
+                hint = f"the check could not judge {value!r} ({type(exc).__name__}: {exc}); tell your instructor"
             if hint is not None:
                 return f"{FAIL} {self.name}: {self.target}{_show(case)}: {hint}"
         return f"{PASS} {self.name}: all {len(cases)} cases pass"

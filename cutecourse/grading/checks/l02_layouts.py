@@ -12,13 +12,9 @@ from typing import Any
 
 import cutecourse.layout as eager
 from cutecourse.grading.checks import Check
+from cutecourse.layout.inttuple import to_str as fmt  # an int tuple as CuTe prints it: 4, (4,8), (4,(2,3))
 
 # --------------------------------------------------------------------------- helpers shared with the hidden tests
-
-
-def fmt(t: Any) -> str:
-    """An int tuple as CuTe prints it: ``4``, ``(4,8)``, ``(4,(2,3))``."""
-    return "(" + ",".join(fmt(x) for x in t) + ")" if isinstance(t, tuple) else str(t)
 
 
 def layout_of(shape: Any, stride: Any) -> eager.Layout:

@@ -52,6 +52,10 @@ def _judge_partition(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> s
     if len(got) != len(want):
         return (f"returned {len(got)} coordinates; every thread owns size(tile) / size(thr_layout) = "
                 f"{len(want)} of them")
+    if len(set(got)) != len(got):
+        twice = next(c for c in got if got.count(c) > 1)
+        return (f"{twice} is listed twice: the thread steps by the whole thread shape {thr_shape} in both modes, "
+                f"so each of its coordinates comes once")
     if set(got) != set(want):
         stranger = next(c for c in got if c not in want)
         return (f"{stranger} is not thread {tid}'s: find the thread coordinate c with thr_layout(c) == {tid} "

@@ -94,11 +94,6 @@ def _judge_ptx(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | N
 predicated_ptx = Check("predicated_ptx", "predicated_ptx", _ptx_cases, _judge_ptx)
 
 
-def copy_hint(src: Any, out: Any) -> str | None:
-    """What is wrong with `out` as a copy of `src` (numpy arrays; NaN = never written), or None."""
-    return exact_hint(src, out)
-
-
 def _copy_cases() -> list[tuple[Any, ...]]:
     import numpy as np
 
@@ -114,7 +109,7 @@ def _copy_cases() -> list[tuple[Any, ...]]:
 def _judge_copy(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
     spec = case[0]["$tensor"]
     (out,) = outputs
-    return copy_hint(rounded(sandbox.decode(spec["array"]), spec["dtype"]), out)
+    return exact_hint(rounded(sandbox.decode(spec["array"]), spec["dtype"]), out)
 
 
 copy_predicated = Check("copy_predicated", "copy_predicated", _copy_cases, _judge_copy, gpu=80)
