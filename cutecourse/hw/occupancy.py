@@ -22,8 +22,6 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-LIMIT_NAMES = ("threads", "blocks", "registers", "smem")
-
 
 @dataclass(frozen=True)
 class ArchLimits:
@@ -118,6 +116,6 @@ def occupancy(threads_per_block: int, regs_per_thread: int, smem_per_block: int,
         "smem": lim.smem_per_sm // smem if smem else lim.max_blocks_per_sm,
     }
     blocks = min(limits.values())
-    binding = tuple(k for k in LIMIT_NAMES if limits[k] == blocks)
+    binding = tuple(k for k, v in limits.items() if v == blocks)
     max_warps = lim.max_threads_per_sm // 32
     return Occupancy(blocks, limits, binding, warps, blocks * warps, blocks * warps / max_warps)

@@ -82,9 +82,6 @@ SPECS: dict[str, GPUSpec] = {s.name: s for s in (
             "clock not published; plus 256 KiB of Tensor Memory (TMEM) per SM; FP4 (not shown) doubles FP8"),
 )}
 
-COLUMNS = ("name", "arch", "sms", "boost_mhz", "smem_kib_per_sm", "regs_kib_per_sm", "bandwidth_tbs", "fp32_tflops",
-           "tf32_tflops", "fp16_tflops", "bf16_tflops", "fp8_tflops")
-
 
 def spec_table(names: list[str] | None = None) -> str:
     """The specs as a fixed-width text table ('—' marks an unsupported format, '?' an unpublished figure).

@@ -24,7 +24,7 @@ from .mma import MMA_ATOMS, mma_atom
 from .svg import MAX_CELLS, Picture
 
 __all__ = ["Picture", "MAX_CELLS", "layout", "tv_layout", "mma_atom", "MMA_ATOMS", "bank_map", "bank_of",
-           "wavefronts", "Access", "LDMATRIX_8x8", "WARP_128BIT_STORE", "widgets", "plots"]
+           "wavefronts", "Access", "LDMATRIX_8x8", "WARP_128BIT_STORE"]  # not widgets, plots: * would load them
 
 _LAZY = ("widgets", "plots")  # they import ipywidgets / matplotlib, so only when asked for
 

@@ -15,18 +15,11 @@ from typing import Mapping, Sequence, Union
 
 from matplotlib.figure import Figure
 
-__all__ = ["roofline", "bench_chart", "attainable_tflops", "figure_svg"]
+from cutecourse.hw.roofline import attainable_tflops, ridge_point
+
+__all__ = ["roofline", "bench_chart", "figure_svg"]
 
 Point = Union[tuple[str, float], tuple[str, float, float]]
-
-
-def attainable_tflops(intensity: float, peak_tflops: float, bandwidth_tbs: float) -> float:
-    """The roofline: ``min(peak, bandwidth * intensity)`` (TB/s x FLOP/byte = TFLOP/s).
-
-    >>> attainable_tflops(100.0, 989.0, 3.35), attainable_tflops(1000.0, 989.0, 3.35)
-    (335.0, 989.0)
-    """
-    return min(peak_tflops, bandwidth_tbs * intensity)
 
 
 def _check_roof(peak_tflops: Mapping[str, float], bandwidth_tbs: float) -> None:
@@ -48,20 +41,20 @@ def roofline(peak_tflops: Mapping[str, float], bandwidth_tbs: float, points: Seq
     True
     """
     _check_roof(peak_tflops, bandwidth_tbs)
-    ridge_max = max(peak_tflops.values()) / bandwidth_tbs
+    ridge_max = ridge_point(max(peak_tflops.values()), bandwidth_tbs)
     xs_all = [p[1] for p in points] + [ridge_max]
     lo, hi = min(0.1, min(xs_all) / 2), max(1e4, max(xs_all) * 4)
     fig = Figure(figsize=(7.5, 4.5), layout="constrained")
     ax = fig.add_subplot()
     for name, peak in sorted(peak_tflops.items(), key=lambda kv: -kv[1]):
-        ridge = peak / bandwidth_tbs
+        ridge = ridge_point(peak, bandwidth_tbs)
         (line,) = ax.plot([lo, ridge, hi], [bandwidth_tbs * lo, peak, peak], label=f"{name}: {peak:g} TFLOP/s")
         ax.annotate(f"ridge {ridge:.0f} FLOP/B", (ridge, peak), textcoords="offset points", xytext=(4, -12),
                     fontsize=8, color=line.get_color())
     best = max(peak_tflops.values())
     for p in points:
         label, x = p[0], float(p[1])
-        y = float(p[2]) if len(p) > 2 else attainable_tflops(x, best, bandwidth_tbs)
+        y = float(p[2]) if len(p) > 2 else attainable_tflops(best, bandwidth_tbs, x)
         ax.plot([x], [y], "o", color="black")
         ax.annotate(label, (x, y), textcoords="offset points", xytext=(5, 5), fontsize=9)
     ax.set_xscale("log")

@@ -14,19 +14,22 @@ from __future__ import annotations
 
 import ast
 from html import escape
-from typing import Any, Callable, Mapping, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence, Union
 
 import ipywidgets as W
 
+from cutecourse.hw.roofline import attainable_tflops, gemm_intensity
 from cutecourse.layout import (
     ComposedLayout, Layout, blocked_product, composition, logical_divide, logical_product, make_layout,
     make_composed_layout, make_swizzle, raked_product, zipped_divide,
 )
 from cutecourse.layout.inttuple import product, to_str
 
-from . import banks, plots
+from . import banks
 from .layout import as_layout, layout
-from .plots import Point
+
+if TYPE_CHECKING:
+    from .plots import Point
 
 __all__ = ["Explorer", "layout_explorer", "composition_explorer", "divide_product_explorer", "swizzle_explorer",
            "roofline_explorer"]
@@ -234,15 +237,6 @@ def swizzle_explorer(base: str = "(8,64):(64,1)", b: int = 3, m: int = 3, s: int
     return Explorer("swizzle", controls, draw, readout=True)
 
 
-def gemm_intensity(m: int, n: int, k: int, element_bytes: int) -> float:
-    """FLOP per byte of a GEMM that reads A and B and writes C once: ``2MNK / (bytes * (MK + KN + MN))``.
-
-    >>> round(gemm_intensity(4096, 4096, 4096, 2), 1)
-    1365.3
-    """
-    return 2 * m * n * k / (element_bytes * (m * k + k * n + m * n))
-
-
 def roofline_explorer(peak_tflops: Mapping[str, float], bandwidth_tbs: float,
                       points: Sequence[Point] = ()) -> Explorer:
     """A roofline with a GEMM you size: sliders for log2 M, N, K and the element size move "your GEMM".
@@ -254,14 +248,16 @@ def roofline_explorer(peak_tflops: Mapping[str, float], bandwidth_tbs: float,
     >>> "compute-bound" in ex.readout.value
     True
     """
+    from . import plots  # matplotlib: only for this explorer
+
     plots._check_roof(peak_tflops, bandwidth_tbs)
 
     def draw(ex: Explorer) -> str:
         c = ex.controls
         m, n, k = (1 << c[x].value for x in ("log2 M", "log2 N", "log2 K"))
-        ai = gemm_intensity(m, n, k, c["bytes"].value)
+        ai = gemm_intensity(m, n, k, c["bytes"].value)  # reads A and B, writes C, once
         peak = peak_tflops[c["roof"].value]
-        got = plots.attainable_tflops(ai, peak, bandwidth_tbs)
+        got = attainable_tflops(peak, bandwidth_tbs, ai)
         bound = "memory-bound" if got < peak else "compute-bound"
         ex.readout.value = (f"GEMM {m}x{n}x{k}: {ai:.1f} FLOP/B, attainable {got:.1f} of {peak:g} TFLOP/s "
                             f"({c['roof'].value}): {bound}")

@@ -5,8 +5,6 @@ from __future__ import annotations
 import doctest
 import importlib
 import math
-import subprocess
-import sys
 
 import pytest
 
@@ -20,14 +18,7 @@ occ_module = importlib.import_module("cutecourse.hw.occupancy")
 @pytest.mark.parametrize("module", [hw, specs, roofline, occ_module, tensor_cores, measure])
 def test_docstring_examples(module):
     result = doctest.testmod(module)
-    assert result.failed == 0
-
-
-def test_hw_imports_nothing_heavy():
-    code = ("import sys, cutecourse.hw; heavy = [m for m in sys.modules if m.split('.')[0] in "
-            "('numpy', 'torch', 'cutlass', 'matplotlib', 'ipywidgets', 'IPython')]; assert not heavy, heavy")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
+    assert result.failed == 0 and result.attempted > 0
 
 
 def test_spec_table_has_every_gpu_of_the_lesson_with_a_source():
@@ -139,3 +130,7 @@ def test_spec_for_finds_the_datasheet_row_of_torch_device_names():
     assert spec_for("NVIDIA L4").name == "L4" and spec_for("NVIDIA B200").name == "B200"
     assert spec_for("Tesla V100-SXM2-32GB").name == "V100 SXM2"
     assert spec_for("Some Future GPU") is None
+    # another model that shares a word or a prefix, or another form factor of the same chip, has no row
+    for other in ("NVIDIA GeForce RTX 3090", "NVIDIA L40S", "NVIDIA H100 PCIe", "NVIDIA H100 NVL",
+                  "NVIDIA A100-PCIE-40GB", "NVIDIA GH200 480GB"):
+        assert spec_for(other) is None, other

@@ -29,7 +29,8 @@ def test_the_blocker_really_hides_the_heavy_modules():
         assert out.returncode != 0 and "hidden by the test" in out.stderr
 
 
-@pytest.mark.parametrize("module", ["cutecourse", "cutecourse.layout", "cutecourse.env", "cutecourse.cli"])
+@pytest.mark.parametrize("module", ["cutecourse", "cutecourse.layout", "cutecourse.env", "cutecourse.cli",
+                                    "cutecourse.hw", "cutecourse.bench", "cutecourse.viz"])
 def test_light_module_imports_without_heavy_dependencies(module):
     out = run_hidden(f"""
         import {module}
@@ -48,3 +49,32 @@ def test_doctor_still_reports_when_torch_and_dsl_are_missing():
     """)
     assert out.returncode == 0, out.stderr
     assert "can do" in out.stdout
+
+
+def test_viz_pictures_stay_light_and_its_explorers_and_charts_load_on_first_use():
+    out = run_hidden("""
+        import sys
+        from cutecourse import viz
+        viz.layout("(2,2):(1,2)"); viz.bank_map("(8,64):(64,1)", 16, viz.LDMATRIX_8x8); viz.mma_atom()
+        assert "cutecourse.viz.widgets" not in sys.modules and "cutecourse.viz.plots" not in sys.modules
+        try:
+            viz.no_such_thing
+        except AttributeError:
+            pass
+        else:
+            raise AssertionError("viz.no_such_thing did not raise")
+        try:
+            viz.widgets  # loads on first use: here it needs ipywidgets, which the test hides
+        except ModuleNotFoundError as e:
+            assert "ipywidgets" in str(e), e
+        else:
+            raise AssertionError("viz.widgets loaded without ipywidgets")
+    """)
+    assert out.returncode == 0, out.stderr
+
+
+def test_the_layout_explorers_do_not_load_matplotlib():
+    code = ("import sys; from cutecourse import viz; viz.widgets.layout_explorer('(4,8)', '(8,1)'); "
+            "assert 'matplotlib' not in sys.modules; viz.plots; assert 'matplotlib' in sys.modules")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr

@@ -7,11 +7,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-pytest.importorskip("ipywidgets")
-pytest.importorskip("matplotlib")
-
-from cutecourse import viz  # noqa: E402
-from cutecourse.viz import plots, widgets  # noqa: E402
+from cutecourse.viz import plots, widgets
 
 NS = "{http://www.w3.org/2000/svg}"
 
@@ -27,10 +23,6 @@ def test_docstring_examples_run(module):
     assert result.failed == 0 and result.attempted > 0
 
 
-def test_lazy_submodules_load_on_first_use():
-    assert viz.widgets is widgets and viz.plots is plots
-    with pytest.raises(AttributeError):
-        viz.no_such_thing  # noqa: B018
 
 
 def test_layout_explorer_redraws_when_shape_or_stride_changes():
