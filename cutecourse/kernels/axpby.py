@@ -89,9 +89,5 @@ def axpby(x: Any, y: Any, out: Any, alpha: float = 1.0, beta: float = 1.0) -> An
     for name, value in (("alpha", alpha), ("beta", beta)):
         if not isinstance(value, (int, float)):
             raise ValueError(f"{name} must be a Python number, got {type(value).__name__}: pass float({name})")
-    config = plan(x, y, out)
-    if x.numel() == 0:
-        return out
-    fn, stream = launch.compiled(_compiled, config, compile, x, y, out)
-    fn(*_tensors(config, x, y, out), cutlass.Float32(alpha), cutlass.Float32(beta), stream)
-    return out
+    return launch.run(_compiled, plan(x, y, out), compile, _tensors, x, y, out,
+                      scalars=(cutlass.Float32(alpha), cutlass.Float32(beta)))

@@ -22,8 +22,8 @@ def route(src: Any, dst: Any) -> str:
 
 
 def copy(src: Any, dst: Any) -> Any:
-    """``dst[:] = src`` by the fastest step that fits; returns dst."""
-    launch.check_matrix("src", src)
-    launch.check_matrix("dst", dst, like=src)
-    step = copy_tiled if route(src, dst).startswith("tiled") else copy_predicated
-    return step.copy(src, dst)
+    """``dst[:] = src`` by the fastest step that fits; returns dst. The tensors are checked once."""
+    config = copy_predicated.plan(src, dst)
+    if copy_tiled.fits(src, dst):  # then config.vector is the full 128-bit width
+        return copy_tiled.run(copy_tiled.Config(config.dtype, config.vector), src, dst)
+    return copy_predicated.run(config, src, dst)

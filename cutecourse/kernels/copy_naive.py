@@ -40,9 +40,12 @@ def host(mS: cute.Tensor, mD: cute.Tensor, stream: Any, threads: cutlass.Constex
     _kernel(mS, mD, threads).launch(grid=grid, block=(threads, 1, 1), stream=stream)
 
 
+def _tensors(config: Config, *tensors: Any) -> list[Any]:
+    return [launch.cute_tensor(t) for t in tensors]
+
+
 def compile(config: Config, src: Any, dst: Any, stream: Any, options: str = "") -> Any:
-    return cute.compile(host, launch.cute_tensor(src), launch.cute_tensor(dst), stream,
-                        threads=config.threads, options=options)
+    return cute.compile(host, *_tensors(config, src, dst), stream, threads=config.threads, options=options)
 
 
 _compiled: dict[Config, Any] = {}
@@ -52,9 +55,4 @@ def copy(src: Any, dst: Any) -> Any:
     """``dst[:] = src`` one element per thread; returns dst."""
     launch.check_matrix("src", src)
     launch.check_matrix("dst", dst, like=src)
-    config = Config(launch.dtype_name(src))
-    if src.numel() == 0:
-        return dst
-    fn, stream = launch.compiled(_compiled, config, compile, src, dst)
-    fn(launch.cute_tensor(src), launch.cute_tensor(dst), stream)
-    return dst
+    return launch.run(_compiled, Config(launch.dtype_name(src)), compile, _tensors, src, dst)

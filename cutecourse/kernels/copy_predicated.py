@@ -70,11 +70,11 @@ def plan(src: Any, dst: Any) -> Config:
     return Config(launch.dtype_name(src), launch.vector_width(src, dst))
 
 
+def run(config: Config, src: Any, dst: Any) -> Any:
+    """Launch for a `config` that `plan` chose for these tensors; returns dst."""
+    return launch.run(_compiled, config, compile, _tensors, src, dst)
+
+
 def copy(src: Any, dst: Any) -> Any:
     """``dst[:] = src`` for any shape; returns dst. `plan(src, dst).vector` says whether accesses are 128-bit."""
-    config = plan(src, dst)
-    if src.numel() == 0:
-        return dst
-    fn, stream = launch.compiled(_compiled, config, compile, src, dst)
-    fn(*_tensors(config, src, dst), stream)
-    return dst
+    return run(plan(src, dst), src, dst)

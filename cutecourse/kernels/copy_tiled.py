@@ -85,11 +85,11 @@ def plan(src: Any, dst: Any) -> Config:
     return Config(launch.dtype_name(src), vector)
 
 
+def run(config: Config, src: Any, dst: Any) -> Any:
+    """Launch for a `config` that `plan` chose for these tensors (or that `fits` allows); returns dst."""
+    return launch.run(_compiled, config, compile, _tensors, src, dst)
+
+
 def copy(src: Any, dst: Any) -> Any:
     """``dst[:] = src`` with 128-bit accesses; returns dst."""
-    config = plan(src, dst)
-    if src.numel() == 0:
-        return dst
-    fn, stream = launch.compiled(_compiled, config, compile, src, dst)
-    fn(*_tensors(config, src, dst), stream)
-    return dst
+    return run(plan(src, dst), src, dst)

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import cuda.bindings.driver as cuda
+import torch
+from cutlass.cute.runtime import from_dlpack
+
 DTYPES = ("float32", "float16", "bfloat16")
 
 
@@ -18,8 +22,6 @@ def dtype_name(t: Any) -> str:
 def check_matrix(name: str, t: Any, like: Any = None, same_dtype: bool = True) -> None:
     """`t` must be a contiguous row-major 2-D CUDA tensor of a course dtype, on `like`'s device, with `like`'s shape
     (and dtype, when `same_dtype`)."""
-    import torch
-
     if not isinstance(t, torch.Tensor):
         raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if not t.is_cuda:
@@ -54,22 +56,26 @@ def cute_tensor(t: Any, divisibility: tuple[int, int] = (1, 1), vector: int = 1)
     """A row-major torch matrix as the kernels take it: dynamic shape, each mode promised divisible as given (so
     vector accesses are provably aligned), base aligned to one `vector` of elements, 32-bit strides. A CPU tensor
     works too, for compiling without a GPU."""
-    from cutlass.cute.runtime import from_dlpack
-
     x = from_dlpack(t, assumed_align=vector * t.element_size(), use_32bit_stride=True)
     for mode in (0, 1):  # the order is explicit: torch's strides cannot tell it for shapes like (M, 1)
         x = x.mark_compact_shape_dynamic(mode=mode, stride_order=(0, 1), divisibility=divisibility[mode])
     return x
 
 
-def compiled(cache: dict[Any, Any], config: Any, compile_fn: Any, *tensors: Any) -> tuple[Any, Any]:
-    """The kernel compiled for `config` (``compile_fn(config, *tensors, stream)`` on the first call, then from
-    `cache`), and torch's current stream to launch it on. Shapes are dynamic, so one compile serves every shape."""
-    stream = current_stream()
+def run(cache: dict[Any, Any], config: Any, compile_fn: Any, tensors_fn: Any, *tensors: Any,
+        scalars: tuple[Any, ...] = ()) -> Any:
+    """Every launcher's last step, once its checks chose `config`: nothing to launch for an empty input; else the
+    kernel compiled for `config` (``compile_fn(config, *tensors, stream)`` on the first call, then from `cache`;
+    shapes are dynamic, so one compile serves every shape), called with ``tensors_fn(config, *tensors)``, then
+    `scalars`, on torch's current stream of the tensors' GPU. Returns the last tensor (the output)."""
+    if tensors[0].numel() == 0:
+        return tensors[-1]
+    stream = current_stream(tensors[0].get_device())
     fn = cache.get(config)
     if fn is None:
         fn = cache[config] = compile_fn(config, *tensors, stream)
-    return fn, stream
+    fn(*tensors_fn(config, *tensors), *scalars, stream)
+    return tensors[-1]
 
 
 _STREAMS: dict[int, Any] = {}
@@ -79,12 +85,8 @@ def current_stream(device: int | None = None) -> Any:
     """torch's current CUDA stream on `device` (default: the current one), as the driver type compiled kernels take;
     one object per stream. ``torch._C._cuda_getCurrentRawStream`` (Triton's way) costs a fraction of a microsecond,
     where ``torch.cuda.current_stream()`` builds a Python stream object on every call."""
-    import torch
-
     handle = torch._C._cuda_getCurrentRawStream(torch.cuda.current_device() if device is None else device)
     stream = _STREAMS.get(handle)
     if stream is None:
-        import cuda.bindings.driver as cuda
-
         stream = _STREAMS[handle] = cuda.CUstream(handle)
     return stream

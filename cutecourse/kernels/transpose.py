@@ -33,7 +33,6 @@ import cutlass.cute as cute
 from cutecourse.kernels import launch
 from cutecourse.kernels.predicate import per_vector
 
-DTYPES = launch.DTYPES
 VARIANTS = ("naive", "smem")
 
 
@@ -42,14 +41,16 @@ class TransposeConfig:
     variant: str = "smem"
     dtype: str = "float32"
     vector: int = 1  # elements per global access: 128 // bits when aligned, else 1
-    tile: int = 64
+    tile: int = 64  # the smem step's; the naive step's is always 32 (whatever is passed: one Config, one compile)
     threads: int = 256
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
             raise ValueError(f"variant={self.variant!r}; choose one of {VARIANTS}")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"dtype={self.dtype!r}; choose one of {tuple(DTYPES)}")
+        if self.dtype not in launch.DTYPES:
+            raise ValueError(f"dtype={self.dtype!r}; choose one of {launch.DTYPES}")
+        if self.variant == "naive":
+            object.__setattr__(self, "tile", 32)
         if self.tile % self.vector or (self.tile // self.vector) > self.threads:
             raise ValueError(f"vector={self.vector} does not fit tile={self.tile} with {self.threads} threads")
 
@@ -147,9 +148,8 @@ def _tensors(config: TransposeConfig, *tensors: Any) -> list[Any]:
 
 def compile(config: TransposeConfig, src: Any, dst: Any, stream: Any, options: str = "") -> Any:
     """Compile step `config.variant` for tensors like `src` and `dst` (torch, on the GPU or the CPU)."""
-    tile = 32 if config.variant == "naive" else config.tile
     return cute.compile(host, *_tensors(config, src, dst), stream,
-                        variant=config.variant, tile=tile, threads=config.threads, vector=config.vector,
+                        variant=config.variant, tile=config.tile, threads=config.threads, vector=config.vector,
                         options=options)
 
 
@@ -176,9 +176,4 @@ def plan(src: Any, dst: Any, variant: str = "smem", tile: int = 64, threads: int
 def transpose(src: Any, dst: Any, variant: str = "smem", tile: int = 64, threads: int = 256) -> Any:
     """``dst = src.T`` on the GPU with step `variant` ("naive" or "smem"); returns dst. `tile` and `threads` shape
     the smem step's blocks (the naive step always uses 32×32 tiles)."""
-    config = plan(src, dst, variant, tile, threads)
-    if src.numel() == 0:
-        return dst
-    fn, stream = launch.compiled(_compiled, config, compile, src, dst)
-    fn(*_tensors(config, src, dst), stream)
-    return dst
+    return launch.run(_compiled, plan(src, dst, variant, tile, threads), compile, _tensors, src, dst)

@@ -1,0 +1,64 @@
+"""The small launchers (copy, transpose, axpby) on CPU tensors: each checks its tensors, compiles once per Config and
+launches with the CuTe tensors, its scalars and the stream, through `launch.run` (the GPU tests run the kernels)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("cutlass")
+
+from cutecourse.kernels import axpby, copy, copy_naive, copy_predicated, copy_tiled, launch, transpose  # noqa: E402
+
+STEPS = (axpby, copy_naive, copy_predicated, copy_tiled, transpose)
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+    """Launches recorded instead of run: {"checks": [tensor names], "compiles": [(module, config)],
+    "calls": [(module, args)]}. Only the checks' CUDA rule is left out (these tensors are on the CPU)."""
+    log = {"checks": [], "compiles": [], "calls": []}
+    monkeypatch.setattr(launch, "check_matrix", lambda name, t, like=None, same_dtype=True: log["checks"].append(name))
+    monkeypatch.setattr(launch, "current_stream", lambda device=None: "the stream")
+    for module in STEPS:
+        def compile_fn(config, *tensors, options="", module=module):
+            log["compiles"].append((module.__name__.rsplit(".", 1)[1], config))
+            return lambda *args: log["calls"].append((module.__name__.rsplit(".", 1)[1], args))
+
+        monkeypatch.setattr(module, "compile", compile_fn)
+        monkeypatch.setattr(module, "_compiled", {})
+    return log
+
+
+def matrix(m=128, n=128, dtype=torch.float32):
+    return torch.randn(m, n).to(dtype)
+
+
+def test_each_launcher_compiles_once_and_passes_tensors_scalars_and_stream(recorded):
+    x, y, out = matrix(), matrix(), matrix()
+    for _ in range(2):
+        assert copy_naive.copy(x, out) is out and copy_predicated.copy(x, out) is out
+        assert copy_tiled.copy(x, out) is out and axpby.axpby(x, y, out, 2.0, -1.0) is out
+        assert transpose.transpose(x, out, "naive", tile=64) is out
+    assert transpose.transpose(x, out, "naive", tile=128) is out  # the naive step's tile is always 32: no recompile
+    assert [step for step, _ in recorded["compiles"]] == ["copy_naive", "copy_predicated", "copy_tiled", "axpby",
+                                                          "transpose"]
+    calls = dict(recorded["calls"])
+    assert len(recorded["calls"]) == 11 and all(args[-1] == "the stream" for _, args in recorded["calls"])
+    assert [len(calls[s]) for s in ("copy_naive", "copy_predicated", "copy_tiled", "transpose")] == [3, 3, 3, 3]
+    *tensors, alpha, beta, stream = calls["axpby"]
+    assert len(tensors) == 3 and (alpha.value, beta.value) == (2.0, -1.0)
+
+
+def test_an_empty_input_launches_nothing(recorded):
+    x, out = matrix(0, 8), matrix(0, 8)
+    assert copy_predicated.copy(x, out) is out and axpby.axpby(x, x, out) is out
+    assert recorded["compiles"] == [] and recorded["calls"] == []
+
+
+@pytest.mark.parametrize("m, route", [(128, "copy_tiled"), (121, "copy_predicated")])
+def test_the_copy_router_checks_each_tensor_once_and_takes_the_step_that_fits(recorded, m, route):
+    x, out = matrix(m), matrix(m)
+    assert copy.copy(x, out) is out
+    assert recorded["checks"] == ["src", "dst"]
+    assert [step for step, _ in recorded["calls"]] == [route]
