@@ -19,9 +19,10 @@ def dtype_name(t: Any) -> str:
     return str(t.dtype).removeprefix("torch.")
 
 
-def check_matrix(name: str, t: Any, like: Any = None, same_dtype: bool = True) -> None:
+def check_matrix(name: str, t: Any, like: Any = None, same_dtype: bool = True, shape: tuple[int, int] | None = None
+                 ) -> None:
     """`t` must be a contiguous row-major 2-D CUDA tensor of a course dtype, on `like`'s device, with `like`'s shape
-    (and dtype, when `same_dtype`)."""
+    or `shape` (and `like`'s dtype, when `same_dtype`)."""
     if not isinstance(t, torch.Tensor):
         raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
     if not t.is_cuda:
@@ -37,9 +38,13 @@ def check_matrix(name: str, t: Any, like: Any = None, same_dtype: bool = True) -
             raise ValueError(f"{name} has dtype {t.dtype} but the input has {like.dtype}: {name}.to({like.dtype})")
         if t.device != like.device:
             raise ValueError(f"{name} is on {t.device} and the input on {like.device}; put both on one GPU")
-        if t.shape != like.shape:
+        if shape is None and t.shape != like.shape:
             raise ValueError(f"{name} has shape {tuple(t.shape)} but the input has {tuple(like.shape)}: "
                              f"allocate it with torch.empty_like(input)")
+        if shape is not None and tuple(t.shape) != tuple(shape):
+            raise ValueError(f"{name} has shape {tuple(t.shape)}; it must be {tuple(shape)} for an input of "
+                             f"{tuple(like.shape)}: torch.empty({shape[0]}, {shape[1]}, dtype=input.dtype, "
+                             f"device=input.device)")
     if t.numel() >= 2**31:
         raise ValueError(f"{name} has {t.numel()} elements, 2**31 or more; split it (the kernels index with 32 bits)")
 

@@ -159,15 +159,7 @@ _compiled: dict[TransposeConfig, Any] = {}
 def plan(src: Any, dst: Any, variant: str = "smem", tile: int = 64, threads: int = 256) -> TransposeConfig:
     """Validate the tensors and choose the configuration (vector width) the launcher will use."""
     launch.check_matrix("src", src)
-    launch.check_matrix("dst", dst)
-    if dst.dtype != src.dtype:
-        raise ValueError(f"dst has dtype {dst.dtype} but src has {src.dtype}: allocate dst with dtype=src.dtype")
-    if src.device != dst.device:
-        raise ValueError(f"src is on {src.device} and dst on {dst.device}; put both on one GPU")
-    m, n = src.shape
-    if tuple(dst.shape) != (n, m):
-        raise ValueError(f"dst has shape {tuple(dst.shape)}; the transpose of {(m, n)} is {(n, m)}: "
-                         f"torch.empty({n}, {m}, dtype=src.dtype, device=src.device)")
+    launch.check_matrix("dst", dst, like=src, shape=src.shape[::-1])  # the transpose of (M, N) is (N, M)
     # 128-bit accesses read rows of src and write rows of dst: both must be aligned.
     vector = launch.vector_width(src, dst) if variant == "smem" else 1
     return TransposeConfig(variant=variant, dtype=launch.dtype_name(src), vector=vector, tile=tile, threads=threads)

@@ -18,7 +18,7 @@ def recorded(monkeypatch):
     """Launches recorded instead of run: {"checks": [tensor names], "compiles": [(module, config)],
     "calls": [(module, args)]}. Only the checks' CUDA rule is left out (these tensors are on the CPU)."""
     log = {"checks": [], "compiles": [], "calls": []}
-    monkeypatch.setattr(launch, "check_matrix", lambda name, t, like=None, same_dtype=True: log["checks"].append(name))
+    monkeypatch.setattr(launch, "check_matrix", lambda name, t, **rules: log["checks"].append(name))
     monkeypatch.setattr(launch, "current_stream", lambda device=None: "the stream")
     for module in STEPS:
         def compile_fn(config, *tensors, options="", module=module):
@@ -62,3 +62,14 @@ def test_the_copy_router_checks_each_tensor_once_and_takes_the_step_that_fits(re
     assert copy.copy(x, out) is out
     assert recorded["checks"] == ["src", "dst"]
     assert [step for step, _ in recorded["calls"]] == [route]
+
+
+def test_check_matrix_names_the_shape_a_transpose_needs(monkeypatch):
+    monkeypatch.setattr(torch.Tensor, "is_cuda", True)  # the rules after "on the GPU", on CPU tensors
+    src = matrix(8, 16)
+    launch.check_matrix("dst", matrix(16, 8), like=src, shape=(16, 8))
+    with pytest.raises(ValueError, match=r"dst has shape \(8, 16\); it must be \(16, 8\) for an input of \(8, 16\): "
+                                         r"torch.empty\(16, 8, "):
+        launch.check_matrix("dst", matrix(8, 16), like=src, shape=(16, 8))
+    with pytest.raises(ValueError, match=r"dst has shape \(8, 8\) but the input has \(8, 16\)"):
+        launch.check_matrix("dst", matrix(8, 8), like=src)
