@@ -16,6 +16,22 @@ _INSTRUCTION = re.compile(r"^\s*(?:@!?%\w+\s+)?([a-z][\w.:]*)", re.MULTILINE)
 _DIRECTIVE_OR_LABEL = re.compile(r"^[.$]|^\w+:$")
 
 
+def ptx_of(compile_fn: Any, arch: str) -> str:
+    """PTX of what ``compile_fn(options)`` compiles for `arch` (e.g. ``"sm_80"``, ``"sm_90a"``): `compile_fn` passes
+    the options string on to ``cute.compile``, so any kernel module's ``compile(config, ..., options=...)`` fits.
+
+    >>> # ptx_of(lambda options: copy_tiled.compile(config, x, y, stream, options), "sm_80")  # doctest: +SKIP
+    """
+    if not re.fullmatch(r"sm_\d{2,3}[af]?", arch):
+        raise ValueError(f"arch={arch!r} is not an SM arch name; use one like 'sm_80' or 'sm_90a'")
+    with tempfile.TemporaryDirectory() as dump:
+        ptx = compile_fn(f"--gpu-arch {arch} --keep-ptx --dump-dir {dump}").__ptx__
+    if not ptx:
+        raise RuntimeError(f"the DSL returned no PTX for {arch}; is nvidia-cutlass-dsl installed correctly? "
+                           "Run: cutecourse doctor")
+    return ptx
+
+
 def compile_ptx(jit_fn: Any, *args: Any, arch: str) -> str:
     """PTX of `jit_fn` compiled for `arch` (e.g. ``"sm_80"``, ``"sm_90a"``) with the given (fake) arguments.
 
@@ -23,15 +39,7 @@ def compile_ptx(jit_fn: Any, *args: Any, arch: str) -> str:
     """
     import cutlass.cute as cute
 
-    if not re.fullmatch(r"sm_\d{2,3}[af]?", arch):
-        raise ValueError(f"arch={arch!r} is not an SM arch name; use one like 'sm_80' or 'sm_90a'")
-    with tempfile.TemporaryDirectory() as dump:
-        compiled = cute.compile(jit_fn, *args, options=f"--gpu-arch {arch} --keep-ptx --dump-dir {dump}")
-        ptx = compiled.__ptx__
-    if not ptx:
-        raise RuntimeError(f"the DSL returned no PTX for {arch}; is nvidia-cutlass-dsl installed correctly? "
-                           "Run: cutecourse doctor")
-    return ptx
+    return ptx_of(lambda options: cute.compile(jit_fn, *args, options=options), arch)
 
 
 def census(ptx: str) -> collections.Counter[str]:

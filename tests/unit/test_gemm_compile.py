@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 
 import pytest
 
@@ -52,10 +51,8 @@ def arch(step):
 def compile_ptx(step, a, b, c):
     module = importlib.import_module(f"cutecourse.kernels.{step}")
     ops = gemm_launch.traits(a, b, c, step=step, vector=module.gemm.vector)
-    with tempfile.TemporaryDirectory() as dump:
-        compiled = gemm_launch.compile_for(module.host, module.Config(), ops, a, b, c, make_fake_stream(),
-                                           options=f"--gpu-arch {arch(step)} --keep-ptx --dump-dir {dump}")
-        return compiled.__ptx__
+    return ptx.ptx_of(lambda options: gemm_launch.compile_for(module.host, module.Config(), ops, a, b, c,
+                                                             make_fake_stream(), options=options), arch(step))
 
 
 def has(code, instruction):

@@ -1,6 +1,5 @@
 """The transpose steps compile without a GPU, and their PTX has the accesses each step promises."""
 
-import tempfile
 
 import pytest
 
@@ -16,9 +15,7 @@ from cutecourse.kernels.transpose import TransposeConfig, compile  # noqa: E402
 def census(config: TransposeConfig, arch: str = "sm_90a"):
     dtype = getattr(torch, config.dtype)
     src, dst = torch.empty(64, 128, dtype=dtype), torch.empty(128, 64, dtype=dtype)
-    with tempfile.TemporaryDirectory() as dump:
-        code = compile(config, src, dst, make_fake_stream(), options=f"--gpu-arch {arch} --keep-ptx --dump-dir {dump}")
-        return code.__ptx__
+    return ptx.ptx_of(lambda options: compile(config, src, dst, make_fake_stream(), options=options), arch)
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
