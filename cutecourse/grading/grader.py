@@ -239,15 +239,15 @@ def grade_checks(master: dict[str, Any], sub: dict[str, Any], course: Course, gp
                  memory_mb: int | None, timeout: float) -> list[TestResult]:
     why_not = nbval_available()
     cells = [(i, c) for i, c in enumerate(master["cells"]) if nbio.is_check(c)]
-    runnable = [(i, c) for i, c in cells if gpu or "gpu" not in nbio.tags(c)]
+    runnable = {i for i, c in cells if gpu or "gpu" not in nbio.tags(c)}
 
     def rejudge() -> dict[int, str]:
         """Each check's line, with the learner's function run in its own process and judged here."""
         lines = {}
         with sandbox.Learner(learner_cells(master, sub), deny=course.deny(), memory_mb=memory_mb,
                              preload=sandbox.PRELOAD, timeout=timeout) as learner:
-            for index, cell in runnable:
-                check = checks_module.REGISTRY.get(nbio.meta(cell).get("check"))
+            for index, cell in cells:
+                check = checks_module.REGISTRY.get(nbio.meta(cell).get("check")) if index in runnable else None
                 if check is not None:
                     lines[index] = checks_module.grade(check, learner)
         return lines
@@ -266,7 +266,7 @@ def grade_checks(master: dict[str, Any], sub: dict[str, Any], course: Course, gp
         test = f"check {name} (cell {index})"
         if why_not:
             results.append(TestResult(test, exercise, 1, NOT_RUN, why_not))
-        elif (index, cell) not in runnable:
+        elif index not in runnable:
             results.append(TestResult(test, exercise, 1, NOT_RUN, "not run: needs a GPU (tag gpu)"))
         else:
             status, message = nbval.get(index, (FAILED, "nbval did not report this cell"))

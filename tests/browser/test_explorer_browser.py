@@ -82,7 +82,14 @@ def stop(proc: subprocess.Popen) -> None:
 
 
 @pytest.fixture
-def lab(tmp_path):
+def sync_api():
+    """Playwright and a Chromium to drive, or the test skips, before any JupyterLab starts."""
+    require_chromium()
+    return pytest.importorskip("playwright.sync_api")
+
+
+@pytest.fixture
+def lab(tmp_path, sync_api):
     root, home = tmp_path / "root", tmp_path / "home"
     root.mkdir()
     home.mkdir()
@@ -106,9 +113,7 @@ def cell_count(page) -> int:
     return page.eval_on_selector(SVG, "svg => svg.querySelectorAll('g.cell').length")
 
 
-def test_layout_explorer_redraws_when_the_shape_changes(lab, tmp_path):
-    require_chromium()
-    sync_api = pytest.importorskip("playwright.sync_api")
+def test_layout_explorer_redraws_when_the_shape_changes(sync_api, lab, tmp_path):
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch_persistent_context(str(tmp_path / "chromium-profile"), executable_path=CHROMIUM,
                                                        args=FLAGS, viewport={"width": 1400, "height": 900})

@@ -1,5 +1,7 @@
 """Checks print one line: a pass on a right answer, and on a wrong one a hint that does not give the answer away."""
 
+import sys
+
 import pytest
 
 from cutecourse import env
@@ -59,3 +61,16 @@ def test_a_judge_that_trips_on_an_answer_fails_it_instead_of_raising():
     assert check.run(lambda x: 1).startswith("✓ fragile")
     line = check.run(lambda x: 2)
     assert line.startswith("✗ fragile: f(0): the check could not judge 2 (KeyError: 2)"), line
+
+
+def test_a_check_may_not_take_the_name_of_a_helper_of_the_checks_module(tmp_path, monkeypatch):
+    (tmp_path / "l99_clash.py").write_text(
+        "from cutecourse.grading.checks import Check\n"
+        "clash = Check('rounded', 'rounded', lambda: [], lambda case, value, outputs: None)\n")
+    monkeypatch.setattr(checks, "__path__", [*checks.__path__, str(tmp_path)])
+    try:
+        with pytest.raises(RuntimeError, match="check 'rounded' has the name of cutecourse.grading.checks.rounded"):
+            checks._discover()
+    finally:
+        sys.modules.pop("cutecourse.grading.checks.l99_clash", None)
+    assert checks.rounded.__name__ == "rounded"  # still the helper

@@ -1,4 +1,5 @@
-"""cutecourse.bench on a CPU: the clock sampler's parsing and windows (median_ms itself needs a GPU: tests/gpu)."""
+"""cutecourse.bench on a CPU (the clock sampler's parsing and windows; median_ms itself needs a GPU: tests/gpu), and the
+variant specs of benchmarks/gemm.py, which times through it."""
 
 from __future__ import annotations
 

@@ -153,6 +153,9 @@ def _discover() -> dict[str, Check]:
             if isinstance(value, Check):
                 if value.name in found and found[value.name] is not value:
                     raise RuntimeError(f"two checks are named {value.name!r}; rename one")
+                if not isinstance(globals().get(value.name), (Check, type(None))):  # the names become this module's
+                    raise RuntimeError(f"check {value.name!r} has the name of cutecourse.grading.checks."
+                                       f"{value.name}; rename the check")
                 found[value.name] = value
     return found
 
