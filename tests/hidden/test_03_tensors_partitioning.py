@@ -13,6 +13,7 @@ import pytest
 
 from cutecourse.grading import sandbox
 from cutecourse.grading.checks import l03_tensors as L
+from cutecourse.grading.checks import rounded
 
 CASES = 60
 
@@ -41,7 +42,7 @@ def test_naive_transpose_on_random_shapes_and_dtypes(learner):
             x = rng.standard_normal((m, n)).astype(np.float32)
             _, (out,) = learner.call("transpose_naive", sandbox.tensor(x, dtype), sandbox.poisoned((n, m), dtype),
                                      timeout=120)
-            hint = L.transpose_hint(L.rounded(x, dtype), out)  # exactly Sᵀ; NaN (the poison) = never written
+            hint = L.transpose_hint(rounded(x, dtype), out)  # exactly Sᵀ; NaN (the poison) = never written
             assert hint is None, f"{dtype} {(m, n)}: {hint}"
 
 

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from cutecourse.grading import sandbox
+from cutecourse.grading.checks import exact_hint, rounded
 from cutecourse.grading.checks import l04_tiled_copy as L
 
 CASES = 40
@@ -41,8 +42,8 @@ def test_predicated_copy_on_random_shapes_and_dtypes(learner):
             x = rng.standard_normal((m, n)).astype(np.float32)
             _, (out,) = learner.call("copy_predicated", sandbox.tensor(x, dtype), sandbox.poisoned((m, n), dtype),
                                      timeout=120)
-            want = L.rounded(x, dtype)  # torch's cast: a copy moves exactly these values
-            hint = L.exact_hint(want, out)  # exact, and NaN (the poison) counts as never written
+            want = rounded(x, dtype)  # torch's cast: a copy moves exactly these values
+            hint = exact_hint(want, out)  # exact, and NaN (the poison) counts as never written
             assert hint is None, f"{dtype} {(m, n)}: {hint}"
 
 

@@ -123,6 +123,48 @@ def rounded(x: Any, dtype: str) -> Any:
     return torch.from_numpy(np.asarray(x, dtype=np.float32)).to(getattr(torch, dtype)).double().numpy()
 
 
+#: (dtype, arch) of the PTX checks of the scalar copy kernels (lessons 3 and 4): both 16-bit types, both archs.
+PTX_CASES = [("float32", "sm_80"), ("bfloat16", "sm_80"), ("float16", "sm_90a")]
+
+
+def scalar_ptx_hint(code: Any, dtype: str, *, moves: str, unguarded: str, no_smem: bool = False) -> str | None:
+    """What is wrong with the PTX of a scalar copy kernel for `dtype` (None if nothing): 4 scalar global loads and 4
+    stores per thread, each guarded by a predicate, and with `no_smem` no shared memory. `moves` says how each
+    thread should move its elements and `unguarded` what to predicate: the lesson's words in the hints."""
+    from cutecourse.kernels import ptx
+
+    if not isinstance(code, str) or ".entry" not in code:
+        return f"expected the PTX text (a str with an .entry), got {type(code).__name__}"
+    bits = {"float32": 32, "float16": 16, "bfloat16": 16}[dtype]
+    loads, stores = ptx.count(code, f"ld.global.b{bits}"), ptx.count(code, f"st.global.b{bits}")
+    if no_smem and (ptx.count(code, "ld.shared") or ptx.count(code, "st.shared") or ptx.count(code, "bar.sync")):
+        return "the PTX uses shared memory or a barrier; the naive step copies global -> registers -> global only"
+    if loads != 4 or stores != 4:
+        return f"the PTX has {loads} ld.global.b{bits} and {stores} st.global.b{bits}; each of the 256 threads {moves}"
+    if ptx.guarded(code) < loads + stores:
+        return f"some global accesses are not guarded by a predicate: {unguarded}"
+    return None
+
+
+def matrix_cases(seed: int, shapes: Any, transposed: bool = False) -> list[tuple[Any, ...]]:
+    """Kernel-check cases: for each ((m, n), dtype) a random-normal (m, n) input and a NaN-poisoned output, (m, n)
+    or, `transposed`, (n, m), as `sandbox` wire values."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    cases = []
+    for (m, n), dtype in shapes:
+        x = rng.standard_normal((m, n)).astype(np.float32)
+        cases.append((sandbox.tensor(x, dtype), sandbox.poisoned((n, m) if transposed else (m, n), dtype)))
+    return cases
+
+
+def input_of(case: tuple[Any, ...]) -> Any:
+    """The input of a `matrix_cases` case as the learner's process holds it (float64 numpy)."""
+    spec = case[0]["$tensor"]
+    return rounded(sandbox.decode(spec["array"]), spec["dtype"])
+
+
 def exact_hint(want: Any, got: Any) -> str | None:
     """What is wrong with `got` against `want` (2-D numpy arrays; NaN in `got` = never written), or None."""
     import numpy as np

@@ -12,8 +12,7 @@ import random
 from typing import Any
 
 import cutecourse.layout as eager
-from cutecourse.grading import sandbox
-from cutecourse.grading.checks import Check, exact_hint, rounded
+from cutecourse.grading.checks import PTX_CASES, Check, exact_hint, input_of, matrix_cases, scalar_ptx_hint
 
 # --------------------------------------------------------------------------- 3.1 local_partition by hand
 
@@ -74,32 +73,18 @@ thread_coords = Check("thread_coords", "thread_coords", _partition_cases, _judge
 def ptx_hint(code: Any, dtype: str) -> str | None:
     """What is wrong with the naive step's PTX for `dtype` (None if nothing): 4 scalar loads and stores per thread,
     each guarded by a predicate, and no shared memory."""
-    from cutecourse.kernels import ptx
-
-    if not isinstance(code, str) or ".entry" not in code:
-        return f"expected the PTX text (a str with an .entry), got {type(code).__name__}"
-    bits = {"float32": 32, "float16": 16, "bfloat16": 16}[dtype]
-    loads, stores = ptx.count(code, f"ld.global.b{bits}"), ptx.count(code, f"st.global.b{bits}")
-    if ptx.count(code, "ld.shared") or ptx.count(code, "st.shared") or ptx.count(code, "bar.sync"):
-        return "the PTX uses shared memory or a barrier; the naive step copies global -> registers -> global only"
-    if loads != 4 or stores != 4:
-        return (f"the PTX has {loads} ld.global.b{bits} and {stores} st.global.b{bits}; each of the 256 threads "
-                f"should move its share of the 32x32 tile with one scalar load and one scalar store per element")
-    if ptx.guarded(code) < loads + stores:
-        return ("some global accesses are not guarded by a predicate: with M or N not a multiple of 32, threads of "
-                "the edge tiles would read and write outside the matrices (use the identity tensor cS)")
-    return None
-
-
-def _ptx_cases() -> list[tuple[Any, ...]]:
-    return [("float32", "sm_80"), ("bfloat16", "sm_80"), ("float16", "sm_90a")]
+    return scalar_ptx_hint(
+        code, dtype, no_smem=True,
+        moves="should move its share of the 32x32 tile with one scalar load and one scalar store per element",
+        unguarded="with M or N not a multiple of 32, threads of the edge tiles would read and write outside the "
+                  "matrices (use the identity tensor cS)")
 
 
 def _judge_ptx(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
     return ptx_hint(value, case[0])
 
 
-naive_ptx = Check("naive_ptx", "naive_ptx", _ptx_cases, _judge_ptx)
+naive_ptx = Check("naive_ptx", "naive_ptx", lambda: PTX_CASES, _judge_ptx)
 
 
 def transpose_hint(src: Any, out: Any) -> str | None:
@@ -114,21 +99,13 @@ def transpose_hint(src: Any, out: Any) -> str | None:
 
 
 def _transpose_cases() -> list[tuple[Any, ...]]:
-    import numpy as np
-
-    rng = np.random.default_rng(303)
-    cases = []
-    for (m, n), dtype in (((32, 32), "float32"), ((64, 96), "float32"), ((37, 53), "float32"),
-                          ((100, 7), "float16"), ((129, 65), "bfloat16")):
-        x = rng.standard_normal((m, n)).astype(np.float32)
-        cases.append((sandbox.tensor(x, dtype), sandbox.poisoned((n, m), dtype)))
-    return cases
+    return matrix_cases(303, (((32, 32), "float32"), ((64, 96), "float32"), ((37, 53), "float32"),
+                              ((100, 7), "float16"), ((129, 65), "bfloat16")), transposed=True)
 
 
 def _judge_transpose(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
-    spec = case[0]["$tensor"]
     (out,) = outputs
-    return transpose_hint(rounded(sandbox.decode(spec["array"]), spec["dtype"]), out)
+    return transpose_hint(input_of(case), out)
 
 
 transpose_naive = Check("transpose_naive", "transpose_naive", _transpose_cases, _judge_transpose, gpu=80)

@@ -13,8 +13,7 @@ import re
 from typing import Any
 
 import cutecourse.layout as eager
-from cutecourse.grading import sandbox
-from cutecourse.grading.checks import Check, exact_hint, rounded
+from cutecourse.grading.checks import PTX_CASES, Check, exact_hint, input_of, matrix_cases, scalar_ptx_hint
 
 # --------------------------------------------------------------------------- 4.1 the TV layout of a 128-bit copy
 
@@ -67,49 +66,29 @@ tv_for = Check("tv_for", "tv_for", _tv_cases, _judge_tv)
 def predicated_ptx_hint(code: Any, dtype: str) -> str | None:
     """What is wrong with the predicated copy's PTX for `dtype` (None if nothing): 4 scalar global loads and 4 stores
     per thread, each behind a predicate."""
-    from cutecourse.kernels import ptx
-
-    if not isinstance(code, str) or ".entry" not in code:
-        return f"expected the PTX text (a str with an .entry), got {type(code).__name__}"
-    bits = {"float32": 32, "float16": 16, "bfloat16": 16}[dtype]
-    loads, stores = ptx.count(code, f"ld.global.b{bits}"), ptx.count(code, f"st.global.b{bits}")
-    if loads != 4 or stores != 4:
-        return (f"the PTX has {loads} ld.global.b{bits} and {stores} st.global.b{bits}; each of the 256 threads "
-                f"should copy its 4 elements of the 8x128 tile once: global -> registers -> global")
-    if ptx.guarded(code) < loads + stores:
-        return ("some global accesses are not guarded by a predicate: on a matrix whose sides are not multiples of "
-                "the tile, the threads of the edge tiles would touch memory outside it (partition the identity "
-                "tensor like the data and compare each coordinate with the shape)")
-    return None
-
-
-def _ptx_cases() -> list[tuple[Any, ...]]:
-    return [("float32", "sm_80"), ("bfloat16", "sm_80"), ("float16", "sm_90a")]
+    return scalar_ptx_hint(
+        code, dtype,
+        moves="should copy its 4 elements of the 8x128 tile once: global -> registers -> global",
+        unguarded="on a matrix whose sides are not multiples of the tile, the threads of the edge tiles would touch "
+                  "memory outside it (partition the identity tensor like the data and compare each coordinate with "
+                  "the shape)")
 
 
 def _judge_ptx(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
     return predicated_ptx_hint(value, case[0])
 
 
-predicated_ptx = Check("predicated_ptx", "predicated_ptx", _ptx_cases, _judge_ptx)
+predicated_ptx = Check("predicated_ptx", "predicated_ptx", lambda: PTX_CASES, _judge_ptx)
 
 
 def _copy_cases() -> list[tuple[Any, ...]]:
-    import numpy as np
-
-    rng = np.random.default_rng(402)
-    cases = []
-    for (m, n), dtype in (((8, 128), "float32"), ((64, 256), "float32"), ((37, 53), "float32"),
-                          ((100, 7), "float16"), ((129, 65), "bfloat16")):
-        x = rng.standard_normal((m, n)).astype(np.float32)
-        cases.append((sandbox.tensor(x, dtype), sandbox.poisoned((m, n), dtype)))
-    return cases
+    return matrix_cases(402, (((8, 128), "float32"), ((64, 256), "float32"), ((37, 53), "float32"),
+                              ((100, 7), "float16"), ((129, 65), "bfloat16")))
 
 
 def _judge_copy(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
-    spec = case[0]["$tensor"]
     (out,) = outputs
-    return exact_hint(rounded(sandbox.decode(spec["array"]), spec["dtype"]), out)
+    return exact_hint(input_of(case), out)
 
 
 copy_predicated = Check("copy_predicated", "copy_predicated", _copy_cases, _judge_copy, gpu=80)
