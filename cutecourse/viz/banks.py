@@ -27,7 +27,7 @@ from cutecourse.layout import ComposedLayout, Layout
 from cutecourse.layout.inttuple import product, to_str
 
 from .grid import Cell, cell_size, draw_grid
-from .layout import LayoutLike, as_layout, grid_modes
+from .layout import LayoutLike, _crd, as_layout, grid_modes
 from .svg import Canvas, Picture, check_size
 
 __all__ = ["Access", "LDMATRIX_8x8", "WARP_128BIT_STORE", "bank_of", "wavefronts", "bank_map", "access_phases"]
@@ -124,15 +124,14 @@ def _words(offset: int, element_bits: int) -> range:
     return range(start // BANK_BYTES, (start + max(1, element_bits // 8) - 1) // BANK_BYTES + 1)
 
 
-def _eval(L: Union[Layout, ComposedLayout], rows_shape: object, r: int, k: int) -> int:
-    return L(k) if rows_shape == 1 else L((r, k))
-
-
-def _phase_cost(L: Union[Layout, ComposedLayout], rows_shape: object, phase: Sequence[tuple[int, int]],
-                element_bits: int) -> int:
-    words = {w for r, k in phase for w in _words(_eval(L, rows_shape, r, k), element_bits)}
-    per_bank = Counter(w % BANKS for w in words)
-    return max(per_bank.values(), default=0)
+def _cost(L: Union[Layout, ComposedLayout], rows_shape: object, phases: Sequence[Sequence[tuple[int, int]]],
+          element_bits: int) -> int:
+    """Wavefronts of `phases`: per phase, the most distinct 4-byte words that fall in one bank."""
+    total = 0
+    for phase in phases:
+        words = {w for r, k in phase for w in _words(L(_crd(rows_shape, r, k)), element_bits)}
+        total += max(Counter(w % BANKS for w in words).values(), default=0)
+    return total
 
 
 def _prepare(layout: LayoutLike, element_bits: int, fn: str):
@@ -155,8 +154,7 @@ def wavefronts(layout: LayoutLike, element_bits: int, access: Union[Access, Phas
     32
     """
     L, rows_shape, _, rows, cols = _prepare(layout, element_bits, "viz.wavefronts")
-    phases = access_phases(access, rows, cols, element_bits, "viz.wavefronts")
-    return sum(_phase_cost(L, rows_shape, p, element_bits) for p in phases)
+    return _cost(L, rows_shape, access_phases(access, rows, cols, element_bits, "viz.wavefronts"), element_bits)
 
 
 def _ideal(phases: list[list[tuple[int, int]]], element_bits: int) -> int:
@@ -188,15 +186,15 @@ def bank_map(layout: LayoutLike, element_bits: int = 16, access: Optional[Union[
     if access is not None:
         phases = access_phases(access, rows, cols, element_bits, "viz.bank_map")
         touched = {c for p in phases for c in p}
-        cost = sum(_phase_cost(L, rows_shape, p, element_bits) for p in phases)
+        cost = _cost(L, rows_shape, phases, element_bits)
         ideal = _ideal(phases, element_bits)
         name = access.name if isinstance(access, Access) else "access"
         verdict = "conflict-free" if cost <= ideal else f"{cost / ideal:g}x the ideal"
         note = f"{name}: {cost} wavefront{'s' * (cost != 1)} (ideal {ideal}, {verdict})"
 
     def cell(r: int, k: int) -> Cell:
-        off = _eval(L, rows_shape, r, k)
-        crd = k if rows_shape == 1 else (r, k)
+        crd = _crd(rows_shape, r, k)
+        off = L(crd)
         b = bank_of(off, element_bits)
         return Cell(str(b), bank_colour(b), f"{to_str(crd)} → offset {off}, bank {b}",
                     {"crd": to_str(crd), "idx": str(off), "bank": str(b)},
