@@ -1,26 +1,37 @@
-"""Grade a submission: nbval against the master's expected outputs, checks re-judged out of process, hidden tests.
+"""Grade a submission: nbval runs the answers in the master notebook, the checks are judged again out of process, and
+the hidden tests call the learner's functions and kernels on unseen inputs. The grader is a security boundary.
 
-For a submission ``NN_name.ipynb`` (a filled-in exercise notebook):
+For a submission of lesson ``NN_name`` (named so, or named on the command line; never taken from the notebook):
 
-1. the learner's answer cells are taken out by exercise id; nothing else of the submission is used;
-2. they are put into the master exercise notebook, whose check cells and expected outputs are restored, and nbval
-   runs that notebook in a fresh kernel; each check cell passes only if nbval passes it *and* the same check,
-   re-run with the learner's function in a sandboxed process (:mod:`sandbox`) and judged here, passes too;
-3. the hidden tests (``<hidden>/test_NN_name.py``) call the learner's functions in that sandbox on unseen inputs.
+1. the submission is validated (size, JSON, structure and types); only its answer cells are used, by exercise id;
+2. they are put into the master exercise notebook, whose check cells are restored, and nbval runs it in a fresh
+   kernel inside a jail (:mod:`isolation`); there the checks are a stand-in that records what the learner's
+   functions return on the checks' cases, and the grader judges those records against its references;
+3. each check is judged again with the learner's answers loaded in a plain jailed process, one per set of functions
+   an exercise forbids (``"forbid"`` in its answer cell's metadata), which are unavailable in it; a check passes
+   only if both verdicts pass (where there is no jupyter, the second alone decides);
+4. the hidden tests (``<hidden>/test_NN_name.py``) run in a trusted pytest process that holds the references and
+   calls into jailed learner processes.
 
-Every learner process has a timeout and, without a GPU, a memory limit; a crash or a hang fails only the test it
-hit, and the report is written regardless. Tests that need hardware this machine lacks are "not run", never passed.
+All of a submission's learner processes share its walls: memory and processes are bounded per submission, the whole
+grade has a deadline of ``timeout`` × the number of tests, and every learner process is dead before the report is
+made. Points come from the markers of the hidden tests and from the check cells, whatever a run reports: a test that
+did not finish is failed, a test this machine cannot run (a GPU test on a CPU) is "not run" and still counts toward
+the maximum, unless the grade says GPU tests are graded elsewhere.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -29,12 +40,14 @@ from typing import Any
 
 from cutecourse import env
 from cutecourse.grading import checks as checks_module
+from cutecourse.grading import harness, isolation, plugin, sandbox
 from cutecourse.grading import notebook as nbio
-from cutecourse.grading import plugin, sandbox
 
 PASSED, FAILED, NOT_RUN = "passed", "failed", "not run"
-#: Whole-run limits, as multiples of the per-test timeout (a notebook or a hidden-test file runs many tests).
-RUN_TIMEOUT_FACTOR = 15
+#: Longest test output kept in a report; the rest is cut, and the cut is said.
+MAX_OUTPUT_CHARS = 2000
+#: The most a notebook's recorded check results may weigh.
+MAX_RECORD_BYTES = 64 * 2**20
 
 
 @dataclass
@@ -44,10 +57,21 @@ class TestResult:
     points: float
     status: str
     output: str = ""
+    #: A test not run here whose points another grader awards (GPU tests, with --gpu-graded-elsewhere).
+    elsewhere: bool = False
+
+    def __post_init__(self) -> None:
+        if len(self.output) > MAX_OUTPUT_CHARS:
+            self.output = self.output[:MAX_OUTPUT_CHARS] + f"... [cut at {MAX_OUTPUT_CHARS} characters]"
 
     @property
     def score(self) -> float:
         return self.points if self.status == PASSED else 0.0
+
+    @property
+    def counted(self) -> float:
+        """Points this test adds to the report's maximum."""
+        return 0.0 if self.elsewhere else self.points
 
 
 @dataclass
@@ -56,9 +80,7 @@ class Report:
     lesson: str
     tests: list[TestResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-
-    def runnable(self) -> list[TestResult]:
-        return [t for t in self.tests if t.status != NOT_RUN]
+    isolation: str = ""
 
     @property
     def score(self) -> float:
@@ -66,20 +88,20 @@ class Report:
 
     @property
     def max_score(self) -> float:
-        """Points this machine could award: tests it could not run are left out."""
-        return sum(t.points for t in self.runnable())
+        """Every test's points, run or not, except those graded elsewhere."""
+        return sum(t.counted for t in self.tests)
 
     def exercises(self) -> dict[str, tuple[float, float]]:
-        """(score, max score on this machine) per exercise id, in order of appearance."""
+        """(score, max score) per exercise id, in order of appearance."""
         totals: dict[str, tuple[float, float]] = {}
         for t in self.tests:
             got, most = totals.get(t.exercise, (0.0, 0.0))
-            runnable = t.status != NOT_RUN
-            totals[t.exercise] = (got + t.score, most + (t.points if runnable else 0.0))
+            totals[t.exercise] = (got + t.score, most + t.counted)
         return totals
 
     def only(self, exercise: str) -> "Report":
-        return Report(self.submission, self.lesson, [t for t in self.tests if t.exercise == exercise], self.notes)
+        return Report(self.submission, self.lesson, [t for t in self.tests if t.exercise == exercise], self.notes,
+                      self.isolation)
 
 
 @dataclass(frozen=True)
@@ -97,21 +119,32 @@ class Course:
     def master(self, lesson: str) -> Path:
         return self.root / "exercises" / f"{lesson}.ipynb"
 
+    def lessons(self) -> list[str]:
+        """The assignments: one per master exercise notebook."""
+        return sorted(p.stem for p in (self.root / "exercises").glob("[0-9][0-9]_*.ipynb"))
+
     def deny(self) -> list[str]:
-        """What a learner's process may not read: hidden tests, solutions, and the grader's own code."""
-        return [str(self.hidden), str(self.root / "solutions"), str(self.root / "exercises"), str(Path(__file__).parent)]
+        """What a learner's process may not read: hidden tests, solutions, the repository's history, the checks."""
+        return [str(self.hidden), str(self.root / "solutions"), str(self.root / ".git"),
+                *(str(p) for p in isolation.hidden_in_package(PACKAGE_DIR))]
+
+    def read_only(self) -> list[str]:
+        """What a learner's process may not write (checked before grading as an unprivileged uid)."""
+        return [str(self.root), sys.prefix, str(PACKAGE_DIR)]
 
 
-def lesson_of(submission: Path, sub: dict[str, Any], course: Course) -> str:
-    lesson = sub.get("metadata", {}).get("cutecourse", {}).get("lesson")
-    if isinstance(lesson, str) and re.fullmatch(r"\d\d_[a-z0-9_]+", lesson) and course.master(lesson).exists():
-        return lesson
-    stem = submission.stem
-    if course.master(stem).exists():
-        return stem
-    known = sorted(p.stem for p in (course.root / "exercises").glob("[0-9][0-9]_*.ipynb"))
-    raise ValueError(f"{submission.name}: cannot tell which lesson it answers; name the file after its exercise "
-                     f"notebook (one of {', '.join(known) or 'none built yet: run cutecourse build'})")
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+
+
+def lesson_of(submission: Path, course: Course, lesson: str | None = None) -> str:
+    """The lesson a submission answers: `lesson` if given, else the file's name; one of the course's assignments."""
+    known = course.lessons()
+    name = lesson or submission.stem
+    if name not in known:
+        where = f"--lesson {lesson}" if lesson else f"the file name {submission.name!r}"
+        raise ValueError(f"submission rejected: {where} names no lesson of this course; name the file after its "
+                         f"exercise notebook or pass --lesson, one of {', '.join(known) or 'none (run cutecourse build)'}")
+    return name
 
 
 def _strip_magics(text: str) -> str:
@@ -119,8 +152,19 @@ def _strip_magics(text: str) -> str:
     return "\n".join("pass  # " + line if line.lstrip().startswith(("%", "!")) else line for line in text.splitlines())
 
 
+def answer_source(cell: dict[str, Any], answers: dict[str, dict[str, Any]]) -> str:
+    """The learner's answer for the master's answer `cell` (or the master's stub); a kernel answer that is not kernel
+    code only becomes a line that raises why, so that the exercise fails with it."""
+    info = nbio.meta(cell)
+    text = nbio.source(answers.get(info["exercise"], cell))
+    why = harness.restricted(text) if info.get("kernel") else None
+    if why:
+        return f"raise PermissionError({'exercise ' + info['exercise'] + ' is not graded: ' + why!r})\n"
+    return text
+
+
 def learner_cells(master: dict[str, Any], sub: dict[str, Any]) -> list[dict[str, str]]:
-    """The code the learner's process runs: the master's code cells in order, the learner's answers in place of the
+    """The code a plain learner process runs: the master's code cells in order, the learner's answers in place of the
     stubs; check cells and GPU demonstration cells are left out."""
     answers = nbio.answers(sub)
     cells = []
@@ -129,42 +173,45 @@ def learner_cells(master: dict[str, Any], sub: dict[str, Any]) -> list[dict[str,
             continue
         if nbio.is_answer(cell):
             exercise = nbio.meta(cell)["exercise"]
-            text = nbio.source(answers.get(exercise, cell))
-            cells.append({"label": f"exercise {exercise}", "exercise": exercise, "source": _strip_magics(text)})
+            cells.append({"label": f"exercise {exercise}", "exercise": exercise,
+                          "source": _strip_magics(answer_source(cell, answers))})
         elif "gpu" not in nbio.tags(cell):
             cells.append({"label": f"cell {index}", "source": _strip_magics(nbio.source(cell))})
     return cells
 
 
-def merged_notebook(master: dict[str, Any], sub: dict[str, Any], gpu: bool, deny: list[str]) -> dict[str, Any]:
-    """The master with the learner's answers in it; check cells compare outputs, GPU cells skip without a GPU.
+def forbidden(master: dict[str, Any]) -> dict[str, list[str]]:
+    """Per exercise, the functions its answer may not use (the answer cell's ``forbid`` metadata)."""
+    found = {}
+    for cell in master["cells"]:
+        if nbio.is_answer(cell):
+            names = nbio.meta(cell).get("forbid", [])
+            found[nbio.meta(cell)["exercise"]] = [str(n) for n in names] if isinstance(names, list) else []
+    return found
 
-    A first cell, run before any learner code, loads the checks and closes the same doors as the sandbox does."""
+
+def merged_notebook(master: dict[str, Any], sub: dict[str, Any], gpu: bool, exercise: str | None = None
+                    ) -> dict[str, Any]:
+    """The master with the learner's answers in it, for nbval: the check cells run the checks' stand-in, whose
+    records the grader judges, so their output is not compared; GPU cells skip without a GPU; with `exercise`, the
+    answer and check cells of other exercises skip."""
     nb = nbio.clone(master)
-    guard = {"cell_type": "code", "execution_count": None, "outputs": [], "id": "cutecourse-guard",
-             "metadata": {"tags": ["nbval-ignore-output"]},
-             "source": ("import cutecourse.grading.checks\n"
-                        "from cutecourse.grading.sandbox import _deny\n"
-                        f"_deny({deny!r})\n"
-                        "del _deny\n")}
     answers = nbio.answers(sub)
     for cell in nb["cells"]:
         if cell.get("cell_type") != "code":
             continue
         cell_tags = set(nbio.tags(cell))
         if nbio.is_answer(cell):
-            exercise = nbio.meta(cell)["exercise"]
-            if exercise in answers:
-                nbio.set_source(cell, nbio.source(answers[exercise]))
+            nbio.set_source(cell, answer_source(cell, answers))
             cell["outputs"] = []
-        if nbio.is_check(cell):
-            cell_tags.add("nbval-check-output")
-        elif "gpu" in cell_tags:
-            cell_tags.add("nbval-ignore-output")  # timings and demos differ from run to run
+        if nbio.is_check(cell) or "gpu" in cell_tags:
+            cell_tags.add("nbval-ignore-output")  # the grader judges the checks; GPU demos differ run to run
         if "gpu" in cell_tags and not gpu:
             cell_tags.add("nbval-skip")
+        other = nbio.meta(cell).get("exercise")
+        if exercise is not None and other is not None and str(other) != exercise:
+            cell_tags.add("nbval-skip")
         cell.setdefault("metadata", {})["tags"] = sorted(cell_tags)
-    nb["cells"].insert(0, guard)
     return nb
 
 
@@ -176,187 +223,326 @@ def nbval_available() -> str | None:
     return None
 
 
-def _limits(memory_mb: int | None) -> Any:
-    if memory_mb is None:
-        return None
-
-    def apply() -> None:
-        import resource
-
-        resource.setrlimit(resource.RLIMIT_AS, (memory_mb * 2**20, memory_mb * 2**20))
-
-    return apply
-
-
 def _junit(path: Path) -> list[ET.Element]:
-    if not path.exists():
+    try:
+        return list(ET.parse(path).getroot().iter("testcase"))
+    except (OSError, ET.ParseError):
         return []
-    return list(ET.parse(path).getroot().iter("testcase"))
+
+
+_ANSI = re.compile(r"(?:\x1b|#x1B)\[[0-9;]*m")  # colour codes, raw or as junit escapes them
 
 
 def _outcome(case: ET.Element) -> tuple[str, str]:
     for tag, status in (("failure", FAILED), ("error", FAILED), ("skipped", NOT_RUN)):
         node = case.find(tag)
         if node is not None:
-            text = (node.get("message") or node.text or "").strip()
+            text = _ANSI.sub("", (node.get("message") or node.text or "")).strip()
             return status, text.splitlines()[0][:500] if text else tag
     return PASSED, ""
+
+
+def _run(cmd: list[str], deadline: float, **kw: Any) -> bool:
+    """Run a trusted subprocess (pytest) in its own session until it ends or `deadline`; False if it was killed."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        return False
+    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, **kw)
+    try:
+        process.wait(timeout=left)
+        return True
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        return False
+
+
+def read_capped(path: Path, limit: int) -> Any:
+    """JSON from a file a learner process wrote: not through a symlink, at most `limit` bytes; None otherwise."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        return None
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError):
+        return None
 
 
 # nbval imports nbformat, whose jsonschema builds an RFC 3987 grammar at import when `rfc3987_syntax` is installed:
 # 2 of the 3 seconds pytest takes to start. Notebook validation never checks that format, so that import is skipped.
 _PYTEST_WITHOUT_URI_GRAMMAR = ("import sys; sys.modules['rfc3987_syntax'] = None; import pytest; "
                                "sys.exit(pytest.main(sys.argv[1:]))")
+KERNEL_NAME = "cutecourse-jail"
 
 
-def run_nbval(master: dict[str, Any], sub: dict[str, Any], gpu: bool, memory_mb: int | None, work: Path,
-              deny: list[str], timeout: float) -> dict[int, tuple[str, str]]:
-    """(status, message) per check-cell index of the master, from nbval in a fresh kernel."""
-    path = work / "merged.ipynb"
-    nbio.dump(merged_notebook(master, sub, gpu, deny), path)
-    xml = work / "nbval.xml"
+@dataclass
+class Grade:
+    """What one grade needs in every part: the course, the master, the submission, the walls, the clock."""
+
+    course: Course
+    lesson: str
+    master: dict[str, Any]
+    sub: dict[str, Any]
+    walls: isolation.Walls
+    gpu: bool
+    timeout: float
+    deadline: float
+    exercise: str | None
+    work: Path
+
+    def wanted(self, exercise: str) -> bool:
+        return self.exercise is None or exercise == self.exercise
+
+    def call_timeout(self) -> float:
+        return max(0.1, min(self.timeout, self.deadline - time.monotonic()))
+
+
+def check_cells(g: Grade) -> list[tuple[int, dict[str, Any]]]:
+    return [(i, c) for i, c in enumerate(g.master["cells"])
+            if nbio.is_check(c) and g.wanted(str(nbio.meta(c).get("exercise", "?")))]
+
+
+def run_nbval(g: Grade) -> tuple[dict[int, tuple[str, str]], dict[str, str]]:
+    """(nbval's status and message per check-cell index, the judged line per check name from the kernel's records)."""
+    path = g.work / "merged.ipynb"
+    nbio.dump(merged_notebook(g.master, g.sub, g.gpu, g.exercise), path)
+    scratch, runtime = g.walls.scratch("kernel"), g.walls.scratch("kernel-sockets")
+    records = scratch / "records"
+    records.mkdir()
+    if g.walls.isolation.kind == "uid":
+        os.chown(records, isolation.NOBODY, isolation.NOBODY)
+    names = {nbio.meta(c).get("check") for _, c in check_cells(g)}
+    specs = {n: checks_module.REGISTRY[n].spec() for n in names if n in checks_module.REGISTRY}
+    specs_file = g.work / "check-specs.json"  # read-only to the kernel: outside its scratch, bound read-only
+    specs_file.write_text(json.dumps(specs))
+    (scratch / "check-specs.json").write_text(json.dumps(specs))
+    kernel = g.walls.command([sys.executable, "-m", "cutecourse.grading.sandbox", "--kernel", "-f",
+                              "{connection_file}"], scratch, writable=[str(runtime)],
+                             env={sandbox.CHECK_SPECS_ENV: str(scratch / "check-specs.json"),
+                                  sandbox.RECORDS_ENV: str(records),
+                                  "CUTECOURSE_DENY": os.pathsep.join(g.course.deny())})
+    spec_dir = g.work / "jupyter" / "kernels" / KERNEL_NAME
+    spec_dir.mkdir(parents=True)
+    (spec_dir / "kernel.json").write_text(json.dumps({"argv": kernel, "display_name": "learner (jailed)",
+                                                      "language": "python"}))
+    xml = g.work / "nbval.xml"
     cmd = [sys.executable, "-c", _PYTEST_WITHOUT_URI_GRAMMAR, "--nbval-lax", str(path),
-           f"--nbval-cell-timeout={int(timeout)}",
-           "--nbval-kernel-name=python3", "-p", "no:cacheprovider", "-o", "addopts=", "-q", f"--junitxml={xml}",
-           f"--rootdir={work}"]
-    try:
-        subprocess.run(cmd, cwd=work, capture_output=True, text=True, timeout=timeout * RUN_TIMEOUT_FACTOR,
-                       preexec_fn=_limits(memory_mb), start_new_session=True)
-    except subprocess.TimeoutExpired:
-        return {i: (FAILED, f"the notebook did not finish in {timeout * RUN_TIMEOUT_FACTOR:g} s")
-                for i, c in enumerate(master["cells"]) if nbio.is_check(c)}
-    # nbval numbers code cells only, and the guard cell is its "Cell 0".
-    code_cells = [None] + [i for i, c in enumerate(master["cells"]) if c.get("cell_type") == "code"]
-    results = {}
-    for case in _junit(xml):
-        found = re.search(r"Cell (\d+)", case.get("name", ""))
-        if found and 0 < int(found.group(1)) < len(code_cells):
-            results[code_cells[int(found.group(1))]] = _outcome(case)
-    return results
+           f"--nbval-cell-timeout={max(1, int(g.timeout))}", f"--nbval-kernel-name={KERNEL_NAME}",
+           "-p", "cutecourse.grading.kernel_jail", "-p", "no:cacheprovider", "-o", "addopts=", "-q",
+           f"--junitxml={xml}", f"--rootdir={g.work}"]
+    nbval_env = dict(os.environ, JUPYTER_PATH=str(g.work / "jupyter"), JUPYTER_RUNTIME_DIR=str(runtime),
+                     JUPYTER_CONFIG_DIR=str(g.work / "jupyter-config"), JUPYTER_DATA_DIR=str(g.work / "jupyter"),
+                     JUPYTER_PLATFORM_DIRS="1")
+    finished = _run(cmd, g.deadline, cwd=g.work, env=nbval_env)
+    g.walls.kill()  # the kernel is dead before its records are read
+    results: dict[int, tuple[str, str]] = {}
+    if finished:
+        # nbval numbers code cells only.
+        code_cells = [i for i, c in enumerate(g.master["cells"]) if c.get("cell_type") == "code"]
+        for case in _junit(xml):
+            found = re.search(r"Cell (\d+)", case.get("name", ""))
+            if found and int(found.group(1)) < len(code_cells):
+                results[code_cells[int(found.group(1))]] = _outcome(case)
+    lines = {}
+    for name in specs:
+        recorded = read_capped(records / f"{name}.json", MAX_RECORD_BYTES)
+        lines[name] = checks_module.judge_records(checks_module.REGISTRY[name], recorded or [])
+    return results, lines
 
 
-def grade_checks(master: dict[str, Any], sub: dict[str, Any], course: Course, gpu: bool,
-                 memory_mb: int | None, timeout: float) -> list[TestResult]:
+def rejudge(g: Grade) -> dict[int, str]:
+    """Each check's line, with the learner's function run in a plain jailed process (one per forbid set)."""
+    forbid = forbidden(g.master)
+    cells = learner_cells(g.master, g.sub)
+    groups: dict[tuple[str, ...], list[tuple[int, Any, str]]] = {}
+    for index, cell in check_cells(g):
+        info = nbio.meta(cell)
+        check = checks_module.REGISTRY.get(info.get("check"))
+        exercise = str(info.get("exercise", "?"))
+        if check is not None and (g.gpu or check.gpu is None):
+            groups.setdefault(tuple(forbid.get(exercise, [])), []).append((index, check, exercise))
+    lines = {}
+    for names, members in groups.items():
+        with sandbox.Learner(cells, g.walls, forbid=names, exercise=members[0][2], deny=g.course.deny(),
+                             timeout=g.call_timeout()) as learner:
+            for index, check, _ in members:
+                if time.monotonic() >= g.deadline:
+                    lines[index] = f"{checks_module.FAIL} {check.name}: the grade ran out of time before this check"
+                    continue
+                learner.timeout = g.call_timeout()
+                lines[index] = checks_module.grade(check, learner)
+    return lines
+
+
+def grade_checks(g: Grade, notes: list[str]) -> list[TestResult]:
     why_not = nbval_available()
-    cells = [(i, c) for i, c in enumerate(master["cells"]) if nbio.is_check(c)]
-    runnable = {i for i, c in cells if gpu or "gpu" not in nbio.tags(c)}
-
-    def rejudge() -> dict[int, str]:
-        """Each check's line, with the learner's function run in its own process and judged here."""
-        lines = {}
-        with sandbox.Learner(learner_cells(master, sub), deny=course.deny(), memory_mb=memory_mb,
-                             preload=sandbox.PRELOAD, timeout=timeout) as learner:
-            for index, cell in cells:
-                check = checks_module.REGISTRY.get(nbio.meta(cell).get("check")) if index in runnable else None
-                if check is not None:
-                    lines[index] = checks_module.grade(check, learner)
-        return lines
-
+    if why_not:
+        notes.append(f"{why_not}: each check is judged in a plain learner process only")
     nbval: dict[int, tuple[str, str]] = {}
-    verdicts: dict[int, str] = {}
-    if not why_not:
-        with tempfile.TemporaryDirectory(prefix="cutecourse-nbval-") as work, ThreadPoolExecutor(2) as pool:
-            judged = pool.submit(rejudge)  # independent of nbval's run, so the two go side by side
-            nbval = run_nbval(master, sub, gpu, memory_mb, Path(work), course.deny(), timeout)
-            verdicts = judged.result()
+    recorded: dict[str, str] = {}
+    with ThreadPoolExecutor(1) as pool:
+        judged = pool.submit(rejudge, g)  # independent of nbval's run, so the two go side by side
+        if not why_not:
+            nbval, recorded = run_nbval(g)
+        verdicts = judged.result()
     results = []
-    for index, cell in cells:
+    for index, cell in check_cells(g):
         info = nbio.meta(cell)
         name, exercise = info.get("check", f"cell {index}"), str(info.get("exercise", "?"))
+        check = checks_module.REGISTRY.get(name)
         test = f"check {name} (cell {index})"
-        if why_not:
-            results.append(TestResult(test, exercise, 1, NOT_RUN, why_not))
-        elif index not in runnable:
-            results.append(TestResult(test, exercise, 1, NOT_RUN, "not run: needs a GPU (tag gpu)"))
-        else:
-            status, message = nbval.get(index, (FAILED, "nbval did not report this cell"))
-            line = verdicts.get(index)
-            # The verdict that counts is the grader's own: nbval passing a patched check is not enough.
-            if line is not None and not line.startswith(checks_module.PASS):
-                status, message = FAILED, line
-            results.append(TestResult(test, exercise, 1, status, message))
+        if check is None:
+            results.append(TestResult(test, exercise, 1, FAILED, f"the course has no check named {name!r}"))
+            continue
+        if check.gpu is not None and not g.gpu:
+            results.append(TestResult(test, exercise, 1, NOT_RUN, f"not run: needs sm_{check.gpu}; this machine has "
+                                                                  f"no GPU"))
+            continue
+        status, message = PASSED, ""
+        if not why_not:
+            status, message = nbval.get(index, (FAILED, "nbval did not finish this cell in time"))
+            line = recorded.get(name, "")
+            if status == PASSED and not line.startswith(checks_module.PASS):
+                status, message = FAILED, f"in the notebook: {line}"
+        line = verdicts.get(index, f"{checks_module.FAIL} {name}: not judged")
+        if status == PASSED and not line.startswith(checks_module.PASS):
+            status, message = FAILED, line
+        results.append(TestResult(test, exercise, 1, status, message))
     return results
 
 
-def grade_hidden(lesson: str, cells: list[dict[str, str]], course: Course, timeout: float) -> list[TestResult]:
-    tests = course.hidden / f"test_{lesson}.py"
-    if not tests.exists():
+@dataclass(frozen=True)
+class HiddenTest:
+    name: str
+    exercise: str
+    points: float
+    gpu: int | None
+
+
+def hidden_tests(course: Course, lesson: str) -> list[HiddenTest]:
+    """The lesson's hidden tests as their markers declare them (read from the source, not from any run)."""
+    path = course.hidden / f"test_{lesson}.py"
+    if not path.exists():
         return []
-    with tempfile.TemporaryDirectory(prefix="cutecourse-hidden-") as work:
-        answers, xml = Path(work) / "answers.json", Path(work) / "hidden.xml"
-        answers.write_text(json.dumps(cells))
-        env = dict(os.environ, **{plugin.ANSWERS_ENV: str(answers), plugin.DENY_ENV: os.pathsep.join(course.deny()),
-                                  sandbox.TIMEOUT_ENV: str(timeout)})
-        cmd = [sys.executable, "-m", "pytest", str(tests), "-p", "cutecourse.grading.plugin", "--noconftest", "-p", "no:nbval",
-               "-p", "no:cacheprovider", "-o", "addopts=", "-q", f"--junitxml={xml}", f"--rootdir={course.hidden}"]
-        try:
-            subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True,
-                           timeout=timeout * RUN_TIMEOUT_FACTOR, start_new_session=True)
-        except subprocess.TimeoutExpired:
-            pass  # whatever finished is in the XML; the rest is reported failed below
-        cases = _junit(xml)
-    if not cases:
-        return [TestResult(f"hidden tests of {lesson}", "?", 1, FAILED, "the hidden tests did not report")]
+    found = []
+    for node in ast.parse(path.read_text()).body:
+        if not isinstance(node, ast.FunctionDef) or not node.name.startswith("test"):
+            continue
+        exercise, points, gpu = None, 1.0, None
+        for deco in node.decorator_list:
+            if not (isinstance(deco, ast.Call) and isinstance(deco.func, ast.Attribute)):
+                continue
+            args = [a.value for a in deco.args if isinstance(a, ast.Constant)]
+            kwargs = {k.arg: k.value.value for k in deco.keywords if isinstance(k.value, ast.Constant)}
+            if deco.func.attr == "exercise" and args:
+                exercise, points = str(args[0]), float(kwargs.get("points", 1))
+            elif deco.func.attr == "gpu":
+                gpu = int(args[0]) if args else int(kwargs.get("cc", 80))
+        if exercise is not None:
+            found.append(HiddenTest(node.name, exercise, points, gpu))
+    return found
+
+
+def grade_hidden(g: Grade) -> list[TestResult]:
+    expected = [t for t in hidden_tests(g.course, g.lesson) if g.wanted(t.exercise)]
+    if not expected:
+        return []
+    answers, xml = g.work / "answers.json", g.work / "hidden.xml"
+    answers.write_text(json.dumps({"cells": learner_cells(g.master, g.sub), "forbid": forbidden(g.master),
+                                   "deny": g.course.deny()}))
+    run_env = dict(os.environ, **{plugin.ANSWERS_ENV: str(answers), isolation.WALLS_ENV: str(g.walls.spec_path),
+                                  sandbox.TIMEOUT_ENV: str(g.timeout)})
+    cmd = [sys.executable, "-m", "pytest", str(g.course.hidden / f"test_{g.lesson}.py"), "-p",
+           "cutecourse.grading.plugin", "--noconftest", "-p", "no:nbval", "-p", "no:cacheprovider", "-o", "addopts=",
+           "-q", f"--junitxml={xml}", f"--rootdir={g.course.hidden}"]
+    if g.exercise:
+        cmd.append(f"--cutecourse-exercise={g.exercise}")
+    finished = _run(cmd, g.deadline, cwd=g.work, env=run_env)
+    outcomes = {case.get("name"): _outcome(case) for case in _junit(xml)}
     results = []
-    for case in cases:
-        props = {p.get("name"): p.get("value") for p in case.iter("property")}
-        status, message = _outcome(case)
-        results.append(TestResult(f"hidden {case.get('name')}", props.get("exercise", "?"),
-                                  float(props.get("points", 1)), status, message))
+    for t in expected:
+        gpu_missing = t.gpu is not None and not g.gpu
+        status, message = outcomes.get(t.name, (NOT_RUN, f"not run: needs sm_{t.gpu}") if gpu_missing else (
+            FAILED, "did not finish: the hidden tests ran out of time" if not finished
+            else "did not report (the hidden test run ended early)"))
+        results.append(TestResult(f"hidden {t.name}", t.exercise, t.points, status, message))
     return results
 
 
 def exercise_points(course: Course, lesson: str) -> dict[str, float]:
     """Full points per exercise: one per check cell, plus each hidden test's `exercise(..., points=N)` marker."""
-    import ast
-
     points: dict[str, float] = {}
     for cell in nbio.checks(nbio.load(course.master(lesson))):
         exercise = str(nbio.meta(cell).get("exercise", "?"))
         points[exercise] = points.get(exercise, 0) + 1
-    hidden = course.hidden / f"test_{lesson}.py"
-    if hidden.exists():
-        for node in ast.walk(ast.parse(hidden.read_text())):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "exercise"
-                    and node.args and isinstance(node.args[0], ast.Constant)):
-                given = {k.arg: k.value.value for k in node.keywords if isinstance(k.value, ast.Constant)}
-                exercise = str(node.args[0].value)
-                points[exercise] = points.get(exercise, 0) + float(given.get("points", 1))
+    for t in hidden_tests(course, lesson):
+        points[t.exercise] = points.get(t.exercise, 0) + t.points
     return points
 
 
-def fingerprint(course: Course) -> dict[str, int]:
-    """Size and mtime of every file the grade depends on, to notice a submission that rewrites them."""
-    roots = [course.root / "exercises", course.hidden, Path(__file__).parent]
+def fingerprint(course: Course) -> dict[str, tuple[int, int]]:
+    """Size and mtime of every file the grade depends on: a tripwire for a submission that rewrites them."""
+    roots = [course.root / "exercises", course.hidden, PACKAGE_DIR]
     return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for root in roots if root.exists()
             for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
 
 
 def grade(submission: str | Path, course: Course, nbval: bool = True, hidden: bool = True,
-          timeout: float = sandbox.DEFAULT_TIMEOUT_S) -> Report:
-    """Grade one submission; never raises for a bad submission, the report says what went wrong.
+          timeout: float = sandbox.DEFAULT_TIMEOUT_S, *, lesson: str | None = None, exercise: str | None = None,
+          isolation_kind: str = "auto", limits: isolation.Limits | None = None,
+          gpu_elsewhere: bool = False) -> Report:
+    """Grade one submission; never raises for a bad submission: the report says what went wrong.
 
-    `timeout` bounds each test (a call into the learner's code, or a notebook cell)."""
+    `timeout` bounds each test (a call into the learner's code, or a notebook cell), and the whole grade is bounded by
+    `timeout` × the number of tests. `exercise` grades one exercise only. `gpu_elsewhere`: GPU tests this machine
+    cannot run are left out of the maximum (another grader awards them)."""
     submission = Path(submission)
-    machine_gpu = env.gpu_missing(80) is None
-    memory_mb = None if machine_gpu else plugin.CPU_MEMORY_MB
     try:
-        sub = nbio.load(submission)
-        lesson = lesson_of(submission, sub, course)
+        lesson = lesson_of(submission, course, lesson)
     except ValueError as exc:
-        return Report(str(submission), "?", [TestResult("submission", "?", 1, FAILED, str(exc))])
+        return Report(str(submission), lesson or "?", [TestResult("submission", "?", 1, FAILED, str(exc))])
+    points = exercise_points(course, lesson)
+    if exercise is not None and exercise not in points:
+        return Report(str(submission), lesson, [TestResult("submission", exercise, 1, FAILED,
+                                                           f"--exercise {exercise}: no such exercise in {lesson}")])
+    try:
+        sub = nbio.load_submission(submission)
+    except ValueError as exc:  # every point of the lesson (or the exercise) is lost, none disappears
+        return Report(str(submission), lesson, [TestResult(f"exercise {e}: submission", e, most, FAILED, str(exc))
+                                                for e, most in points.items() if exercise in (None, e)])
     master = nbio.load(course.master(lesson))
-    report = Report(str(submission), lesson)
+    gpu = env.gpu_missing(80) is None
+    walls_kind = isolation.choose(isolation_kind, course.deny(), course.read_only())
+    report = Report(str(submission), lesson, isolation=walls_kind.detail)
+    wanted = [t for t in hidden_tests(course, lesson) if exercise is None or t.exercise == exercise] if hidden else []
+    n_checks = sum(1 for c in nbio.checks(master) if exercise is None
+                   or str(nbio.meta(c).get("exercise")) == exercise) if nbval else 0
+    budget = timeout * max(1, n_checks + len(wanted))
+    report.notes.append(f"isolation: {walls_kind.detail}")
+    report.notes.append(f"time limit: {timeout:g} s per test, {budget:g} s for the grade ({n_checks + len(wanted)} "
+                        f"tests)")
     before = fingerprint(course)
-    # The two halves wait on their own subprocesses, so they run side by side.
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        hidden_part = pool.submit(grade_hidden, lesson, learner_cells(master, sub), course, timeout) if hidden else None
-        checks_part = pool.submit(grade_checks, master, sub, course, machine_gpu, memory_mb, timeout) if nbval else None
-        report.tests = (checks_part.result() if checks_part else []) + (hidden_part.result() if hidden_part else [])
-    after = fingerprint(course)
-    changed = sorted(k for k in set(before) | set(after) if before.get(k) != after.get(k))
+    limits = limits or isolation.Limits(memory_mb=plugin.GPU_MEMORY_MB if gpu else plugin.CPU_MEMORY_MB)
+    with tempfile.TemporaryDirectory(prefix="cutecourse-grade-") as work, \
+            isolation.Walls(walls_kind, limits, gpu, PACKAGE_DIR, Path(work) / "walls") as walls:
+        g = Grade(course, lesson, master, sub, walls, gpu, timeout, time.monotonic() + budget, exercise, Path(work))
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            # The two halves wait on their own subprocesses, so they run side by side.
+            hidden_part = pool.submit(grade_hidden, g) if hidden else None
+            checks_part = grade_checks(g, report.notes) if nbval else []
+            report.tests = checks_part + (hidden_part.result() if hidden_part else [])
+        walls.kill()  # nothing of the submission runs while its report is made
+    changed = sorted(k for k, v in fingerprint(course).items() if before.get(k) != v) + sorted(set(before) - set(
+        fingerprint(course)))
     if changed:
         for t in report.tests:
             t.status, t.output = FAILED, f"the submission changed the course's files ({changed[0]}); restore them"
         report.notes.append(f"files changed during grading: {', '.join(changed)}; run git checkout before regrading")
+    for t in report.tests:
+        t.elsewhere = gpu_elsewhere and t.status == NOT_RUN  # only hardware this machine lacks makes a test not run
     return report

@@ -16,6 +16,11 @@ from typing import Any
 
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 _NAME = re.compile(r"^(\d\d)_[a-z0-9_]+\.ipynb$")
+_EXERCISE_ID = re.compile(r"^\d{1,2}\.\d{1,2}$")
+#: What a submission may be: a notebook file of at most this size, this many cells, answers of at most this length.
+MAX_SUBMISSION_BYTES = 16 * 2**20
+MAX_CELLS = 5000
+MAX_ANSWER_CHARS = 200_000
 
 
 def load(path: str | Path) -> dict[str, Any]:
@@ -27,6 +32,57 @@ def load(path: str | Path) -> dict[str, Any]:
         raise ValueError(f"{path}: cannot read it as a notebook ({exc}); submit the .ipynb file itself") from None
     if not isinstance(nb, dict) or nb.get("nbformat") != 4 or not isinstance(nb.get("cells"), list):
         raise ValueError(f"{path}: not an nbformat-4 notebook; save it from Jupyter and submit the .ipynb")
+    return nb
+
+
+def load_submission(path: str | Path) -> dict[str, Any]:
+    """A learner's notebook, checked before anything of it is used: its size, its JSON, and the structure and types
+    of every cell the grader reads. ValueError("submission rejected: why") otherwise; only answer cells are used."""
+    path = Path(path)
+
+    def rejected(why: str) -> ValueError:
+        return ValueError(f"submission rejected: {why}")
+
+    try:
+        size = path.stat().st_size
+        if size > MAX_SUBMISSION_BYTES:
+            raise rejected(f"{path.name} is {size:,} bytes; the limit is {MAX_SUBMISSION_BYTES >> 20} MiB "
+                           f"(clear the outputs: Edit > Clear Outputs of All Cells, then save)")
+        with path.open("rb") as f:
+            data = f.read(MAX_SUBMISSION_BYTES + 1)
+        nb = json.loads(data.decode("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise rejected(f"cannot read {path.name} as a notebook ({type(exc).__name__}: {str(exc)[:200]}); submit the "
+                       f".ipynb file itself") from None
+    except RecursionError:
+        raise rejected(f"{path.name} nests JSON too deeply to be a notebook") from None
+    if not isinstance(nb, dict) or nb.get("nbformat") != 4 or not isinstance(nb.get("cells"), list):
+        raise rejected(f"{path.name} is not an nbformat-4 notebook; save it from Jupyter and submit the .ipynb")
+    if len(nb["cells"]) > MAX_CELLS:
+        raise rejected(f"{len(nb['cells'])} cells; a lesson has far fewer than {MAX_CELLS}")
+    seen: set[str] = set()
+    for index, cell in enumerate(nb["cells"]):
+        if not isinstance(cell, dict):
+            raise rejected(f"cell {index} is a {type(cell).__name__}, not a cell")
+        if not isinstance(cell.get("metadata", {}), dict) or not isinstance(cell.get("cell_type", ""), str):
+            raise rejected(f"cell {index} has metadata or a cell type of the wrong type")
+        info = cell.get("metadata", {}).get("cutecourse", {})
+        tag_list = cell.get("metadata", {}).get("tags", [])
+        if not isinstance(info, dict) or not isinstance(tag_list, list) or not all(isinstance(t, str) for t in tag_list):
+            raise rejected(f"cell {index}: its cutecourse metadata or its tags have the wrong type")
+        if not is_answer(cell):
+            continue
+        exercise, text = info["exercise"], cell.get("source", "")
+        if not isinstance(exercise, str) or not _EXERCISE_ID.match(exercise):
+            raise rejected(f"cell {index}: exercise id {str(exercise)[:40]!r} is not of the form N.M")
+        if exercise in seen:
+            raise rejected(f"exercise {exercise} has two answer cells; keep one")
+        seen.add(exercise)
+        if not (isinstance(text, str) or (isinstance(text, list) and all(isinstance(t, str) for t in text))):
+            raise rejected(f"exercise {exercise}: the cell's source is not text")
+        if len(source(cell)) > MAX_ANSWER_CHARS:
+            raise rejected(f"exercise {exercise}: the answer has {len(source(cell))} characters; the limit is "
+                           f"{MAX_ANSWER_CHARS}")
     return nb
 
 

@@ -3,7 +3,9 @@ the `learner` fixture, and, under nbval, GPU-tagged notebook cells whose output 
 
 `gpu(cc)` skips a test, with the reason, on machines without the DSL or a GPU of compute capability `cc`; the grader
 reports such tests as "not run", never as passed. Hidden tests use `learner`, a :class:`sandbox.Learner` holding the
-answers the grader extracted (``CUTECOURSE_ANSWERS`` names their JSON file), and call into it.
+answers the grader extracted (``CUTECOURSE_ANSWERS`` names their JSON file), jailed in the submission's walls
+(``CUTECOURSE_WALLS``), without the functions the test's exercise forbids. A hidden test must name its exercise and
+may not be parametrized: its points are its marker's, once.
 """
 
 from __future__ import annotations
@@ -11,16 +13,21 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
 from cutecourse import env
-from cutecourse.grading import sandbox
+from cutecourse.grading import isolation, sandbox
 
-ANSWERS_ENV, DENY_ENV = "CUTECOURSE_ANSWERS", "CUTECOURSE_DENY"
-#: Address space for a learner process on a CPU machine; CUDA reserves far more, so GPU machines get no limit.
+ANSWERS_ENV = "CUTECOURSE_ANSWERS"
+#: Memory for one submission's learner processes, without and with a GPU (CUDA, torch and the DSL take more).
 CPU_MEMORY_MB = 8192
+GPU_MEMORY_MB = 32768
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--cutecourse-exercise", default=None, help="run only the hidden tests of this exercise")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -37,18 +44,18 @@ def _required_capability(marker: pytest.Mark) -> int:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _only_exercise(config, items)
     machine: env.Machine = config._cutecourse_machine  # type: ignore[attr-defined]
     have = None if machine.capability is None else machine.capability[0] * 10 + machine.capability[1]
     for item in items:
         cell_tags = getattr(item, "cell", {}).get("metadata", {}).get("tags", [])  # nbval's notebook cells
-        if "gpu" in cell_tags and "nbval-check-output" not in cell_tags:
+        if "gpu" in cell_tags:
             # A GPU cell's output is the machine's (timings; "not run" without a GPU): it runs, but is not compared.
-            # The grader tags the GPU check cells it grades nbval-check-output, and those stay compared.
             item.options["check"] = False
-        exercise = item.get_closest_marker("exercise")
-        if exercise is not None:
-            item.user_properties.append(("exercise", str(exercise.args[0])))
-            item.user_properties.append(("points", str(exercise.kwargs.get("points", 1))))
+        if item.get_closest_marker("exercise") is not None and hasattr(item, "callspec"):
+            # The grader reads a hidden test's points from its marker, once (grader.hidden_tests).
+            raise pytest.UsageError(f"{item.nodeid}: a graded test may not be parametrized (its points would "
+                                    f"count once per parameter); loop over the cases inside it")
         marker = item.get_closest_marker("gpu")
         if marker is None:
             continue
@@ -64,15 +71,43 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.add_marker(pytest.mark.skip(reason=reason))
 
 
+def _only_exercise(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With --cutecourse-exercise, deselect every test of another exercise."""
+    wanted = config.getoption("--cutecourse-exercise", None)
+    if wanted is None:
+        return
+    keep = [i for i in items if (m := i.get_closest_marker("exercise")) is not None and str(m.args[0]) == wanted]
+    config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+    items[:] = keep
+
+
 @pytest.fixture(scope="session")
-def learner(pytestconfig: pytest.Config) -> Iterator[sandbox.Learner]:
-    path = os.environ.get(ANSWERS_ENV)
-    if not path:
+def _learners() -> Iterator[Callable[[str], sandbox.Learner]]:
+    """A learner process per set of forbidden functions, made when a test of such an exercise first needs one."""
+    path, walls_spec = os.environ.get(ANSWERS_ENV), os.environ.get(isolation.WALLS_ENV)
+    if not path or not walls_spec:
         raise pytest.UsageError(f"hidden tests need the learner's answers: run them through `cutecourse grade`, "
-                                f"which sets {ANSWERS_ENV}")
-    cells = json.loads(Path(path).read_text())
-    deny = [d for d in os.environ.get(DENY_ENV, "").split(os.pathsep) if d]
-    machine: env.Machine = pytestconfig._cutecourse_machine  # type: ignore[attr-defined]
-    with sandbox.Learner(cells, deny=deny, memory_mb=None if machine.capability else CPU_MEMORY_MB,
-                         preload=sandbox.PRELOAD) as process:
-        yield process
+                                f"which sets {ANSWERS_ENV} and {isolation.WALLS_ENV}")
+    answers = json.loads(Path(path).read_text())
+    walls = isolation.Walls.reopen(walls_spec)
+    processes: dict[tuple[str, ...], sandbox.Learner] = {}
+
+    def for_exercise(exercise: str) -> sandbox.Learner:
+        forbid = tuple(answers["forbid"].get(exercise, []))
+        if forbid not in processes:
+            processes[forbid] = sandbox.Learner(answers["cells"], walls, forbid=forbid, exercise=exercise,
+                                                deny=answers["deny"])
+        return processes[forbid]
+
+    yield for_exercise
+    for process in processes.values():
+        process.close()
+
+
+@pytest.fixture
+def learner(request: pytest.FixtureRequest, _learners: Callable[[str], sandbox.Learner]) -> sandbox.Learner:
+    marker = request.node.get_closest_marker("exercise")
+    if marker is None:
+        raise pytest.UsageError(f"{request.node.nodeid} uses `learner` but names no exercise: "
+                                f"@pytest.mark.exercise(\"N.M\", points=P)")
+    return _learners(str(marker.args[0]))

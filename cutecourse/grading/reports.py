@@ -1,17 +1,22 @@
 """Reports of a grading run: Gradescope/otter `results.json`, JUnit XML and a CSV row per submission.
 
 Nothing in them depends on when or where the run happened, so grading the same submission twice writes the same
-bytes.
+bytes. Only the grader writes them, after every learner process is dead: each file is written whole to a fresh
+temporary file in the output folder and renamed into place, so a symlink planted at a report's path is replaced,
+never followed.
 """
 
 from __future__ import annotations
 
 import csv
+import io
 import json
+import os
+import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from cutecourse.grading.grader import NOT_RUN, PASSED, Report
+from cutecourse.grading.grader import NOT_RUN, PASSED, Report, TestResult
 
 
 def _points(x: float) -> float | int:
@@ -19,20 +24,30 @@ def _points(x: float) -> float | int:
 
 
 def results_json(reports: list[Report]) -> dict:
-    """Gradescope's autograder format (otter reads it too). Tests this machine could not run count 0 of 0 points
-    and say why, so they neither pass nor lower the score."""
+    """Gradescope's autograder format (otter reads it too). A test this machine could not run scores 0 of its points
+    and says why, unless it is graded elsewhere (0 of 0)."""
     tests = []
     for report in reports:
         for t in report.tests:
-            runnable = t.status != NOT_RUN
             tests.append({"name": f"{report.submission}: {t.name}", "number": t.exercise,
-                          "score": _points(t.score), "max_score": _points(t.points if runnable else 0),
+                          "score": _points(t.score), "max_score": _points(t.counted),
                           "status": "passed" if t.status == PASSED else "failed",
-                          "output": t.status if not t.output else f"{t.status}: {t.output}"})
+                          "output": _said(t)})
     score = sum(r.score for r in reports)
     most = sum(r.max_score for r in reports)
     summary = "; ".join(f"{r.submission}: {_points(r.score)}/{_points(r.max_score)}" for r in reports)
-    return {"score": _points(score), "max_score": _points(most), "output": summary, "tests": tests}
+    isolations = sorted({r.isolation for r in reports if r.isolation})
+    if isolations:
+        summary += "\nisolation: " + "; ".join(isolations)
+    return {"score": _points(score), "max_score": _points(most), "output": summary, "tests": tests,
+            "extra_data": {"isolation": {r.submission: r.isolation for r in reports}}}
+
+
+def _said(t: TestResult) -> str:
+    """A test's status and message, once: "failed: why", or "not run: needs sm_80; ..." as it is."""
+    if not t.output:
+        return t.status
+    return t.output if t.output.startswith(t.status) else f"{t.status}: {t.output}"
 
 
 def junit_xml(reports: list[Report]) -> ET.ElementTree:
@@ -52,25 +67,48 @@ def junit_xml(reports: list[Report]) -> ET.ElementTree:
     return ET.ElementTree(suites)
 
 
+def grades_csv(reports: list[Report]) -> str:
+    exercises = sorted({e for r in reports for e in r.exercises()},
+                       key=lambda e: [(0, int(x), "") if x.isdigit() else (1, 0, x) for x in e.split(".")])
+    sink = io.StringIO(newline="")
+    writer = csv.writer(sink)
+    writer.writerow(["submission", "lesson", "score", "max_score"] + [f"exercise {e}" for e in exercises])
+    for r in reports:
+        per = r.exercises()
+        writer.writerow([r.submission, r.lesson, _points(r.score), _points(r.max_score)]
+                        + [f"{_points(per[e][0])}/{_points(per[e][1])}" if e in per else "" for e in exercises])
+    return sink.getvalue()
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """Write `path` whole and atomically, replacing (never following) whatever is there, a symlink included."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
 def write(reports: list[Report], out: Path) -> list[Path]:
+    if out.is_symlink():
+        raise ValueError(f"--out {out} is a symlink; give the output folder itself")
     out.mkdir(parents=True, exist_ok=True)
-    paths = [out / "results.json", out / "junit.xml", out / "grades.csv"]
-    paths[0].write_text(json.dumps(results_json(reports), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    junit_xml(reports).write(paths[1], encoding="utf-8", xml_declaration=True)
-    exercises = sorted({e for r in reports for e in r.exercises()}, key=lambda e: [int(x) if x.isdigit() else x
-                                                                                   for x in e.split(".")])
-    with paths[2].open("w", newline="", encoding="utf-8") as sink:
-        writer = csv.writer(sink)
-        writer.writerow(["submission", "lesson", "score", "max_score"] + [f"exercise {e}" for e in exercises])
-        for r in reports:
-            per = r.exercises()
-            writer.writerow([r.submission, r.lesson, _points(r.score), _points(r.max_score)]
-                            + [f"{_points(per[e][0])}/{_points(per[e][1])}" if e in per else "" for e in exercises])
-    return paths
+    xml = io.BytesIO()
+    junit_xml(reports).write(xml, encoding="utf-8", xml_declaration=True)
+    files = {"results.json": (json.dumps(results_json(reports), indent=1, ensure_ascii=False) + "\n").encode(),
+             "junit.xml": xml.getvalue(), "grades.csv": grades_csv(reports).encode()}
+    for name, data in files.items():
+        _replace(out / name, data)
+    return [out / name for name in files]
 
 
 def summary(report: Report) -> str:
     lines = [f"{report.submission} ({report.lesson}): {_points(report.score)}/{_points(report.max_score)} points"]
+    lines += [f"  note: {note}" for note in report.notes]
     for exercise, (got, most) in report.exercises().items():
         lines.append(f"  exercise {exercise}: {_points(got)}/{_points(most)}")
     for t in report.tests:

@@ -1,28 +1,53 @@
-"""Run a learner's answers in a process of their own, and call into it.
+"""Run a learner's answers in a jailed process of their own, and call into it.
 
-The grader never runs learner code in its own process. It starts this module as a subprocess, which executes the
-answer cells and then serves calls over a pipe: the grader sends inputs, the learner's function runs, and the result
-comes back as data. References and comparisons stay in the grader, so a submission that patches ``torch.allclose``,
-redefines a check or prints an expected line patches only its own process. A crash, a hang, ``os._exit`` or a dead
-CUDA context ends only that process: the call fails, the test scores 0, and the next call gets a fresh process.
+The grader never runs learner code in its own process. It starts this module inside a jail
+(:mod:`cutecourse.grading.isolation`), which executes the answer cells and then serves calls over a pipe: the grader
+sends inputs, the learner's function runs, and the result comes back as data. References and comparisons stay in the
+grader, so a submission that patches ``torch.allclose``, redefines a check or prints an expected line patches only
+its own process. A crash, a hang, ``os._exit`` or a dead CUDA context ends only that process: the call fails, the
+test scores 0, and the next call gets a fresh process.
 
-Inside the learner process an audit hook, which Python does not let the code remove, refuses to open anything under
-the denied folders (hidden tests, solutions) and to start other programs.
+Inside the learner's process:
+
+- ``cutecourse.grading.checks`` is a stand-in that records what the learner's functions return on the checks'
+  cases, for the grader to judge; the real checks (the references) are not even on the file system there.
+- The functions an exercise asks the learner to write by hand (its ``forbid`` list) are replaced by stubs that
+  raise, wherever they are bound, and their source files cannot be opened.
+- An audit hook refuses to start programs, and to open the denied folders (defence in depth: in a bubblewrap jail
+  they are not mounted at all).
+
+A call names how to run the learner's object: ``call`` it with the arguments, ``launch`` it (a ``@cute.jit`` host) on
+GPU tensors through :mod:`harness`, or compile it to ``ptx`` through :mod:`harness`.
 """
 
 from __future__ import annotations
 
 import base64
+import collections
+import fcntl
+import gc
+import importlib
+import importlib.util
 import json
 import linecache
 import os
-import selectors
 import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
-from typing import Any
+import types
+from pathlib import Path
+from typing import Any, Callable
+
+VIAS = ("call", "launch", "ptx")
+#: The most a learner process may send back in one reply; a larger one fails the call.
+MAX_REPLY_BYTES = 256 * 2**20
+#: How much of a learner process's stderr the grader keeps (the end of it), to show with a failure.
+STDERR_TAIL_BYTES = 4096
+CHECK_SPECS_ENV = "CUTECOURSE_CHECK_SPECS"
+RECORDS_ENV = "CUTECOURSE_RECORDS"
 
 # ---------------------------------------------------------------------------------------------------------------------
 # The wire: JSON with tags for the types the checks exchange. No pickle: nothing from the learner is ever unpickled.
@@ -89,9 +114,13 @@ def poisoned(shape: tuple[int, ...], dtype: str = "float32", device: str = "cuda
     return {"$poisoned": {"shape": list(shape), "dtype": dtype, "device": device}}
 
 
+def _is_tensor_request(value: Any) -> bool:
+    return isinstance(value, dict) and ("$tensor" in value or "$poisoned" in value)
+
+
 def _materialise(value: Any, outputs: list[Any]) -> Any:
     """An argument as the learner's function receives it: tensors for tensor requests, plain data otherwise."""
-    if not (isinstance(value, dict) and ("$tensor" in value or "$poisoned" in value)):
+    if not _is_tensor_request(value):
         return decode(value)
     import torch
 
@@ -106,8 +135,19 @@ def _materialise(value: Any, outputs: list[Any]) -> Any:
     return out
 
 
+def _example(value: Any) -> Any:
+    """What a compile needs to know of an argument, before the argument exists: a TensorSpec, or the scalar."""
+    from cutecourse.grading import harness
+
+    if not _is_tensor_request(value):
+        return decode(value)
+    spec = value.get("$tensor") or value["$poisoned"]
+    ndim = len(spec["shape"]) if "shape" in spec else len(spec["array"]["$array"]["shape"])
+    return harness.TensorSpec(spec["dtype"], ndim, spec["device"])
+
+
 def _wire(value: Any) -> Any:
-    if isinstance(value, dict) and ("$tensor" in value or "$poisoned" in value):
+    if _is_tensor_request(value):
         return value
     encoded = encode(value)
     if isinstance(encoded, dict) and "$str" in encoded:
@@ -115,31 +155,124 @@ def _wire(value: Any) -> Any:
     return encoded
 
 
+def execute(fn: Any, args: list[Any], via: str = "call", options: dict[str, Any] | None = None
+            ) -> tuple[Any, list[Any]]:
+    """Run the learner's `fn` on wire `args` the way `via` says; (its value, the poisoned outputs after the run).
+
+    ``launch`` compiles the learner's host from stand-ins before the inputs are made, then launches it on them;
+    ``ptx`` takes an arch first and returns the PTX. Used by the learner's process, the checks' stand-in, and the real
+    checks in a learner's own notebook, so all three run the learner's code the same way."""
+    from cutecourse.grading import harness
+
+    options = dict(options or {})
+    outputs: list[Any] = []
+    if via == "call":
+        result = fn(*[_materialise(a, outputs) for a in args])
+    elif via == "launch":
+        kernel = harness.prepare(fn, [_example(a) for a in args], **options)
+        kernel(*[_materialise(a, outputs) for a in args])
+        result = None
+    elif via == "ptx":
+        arch, *rest = [decode(args[0])] + list(args[1:])
+        result = harness.ptx(fn, arch, *[_materialise(a, outputs) for a in rest], **options)
+        outputs = []  # the PTX's stand-in arguments are no output
+    else:
+        raise ValueError(f"via={via!r}: one of {', '.join(VIAS)}")
+    if outputs and any(o.is_cuda for o in outputs):
+        sys.modules["torch"].cuda.synchronize()  # a kernel's faults surface here, inside this process
+    return result, outputs
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # The learner side.
 
 
-def _deny(folders: list[str]) -> None:
+def _deny(folders: list[str], files: tuple[str, ...] = (), block_ctypes: bool = False) -> None:
+    """An audit hook (which Python does not let the code remove): no programs, nothing under `folders`, none of
+    `files`, and with `block_ctypes` no foreign function calls (a way to read `files` past the hook)."""
     roots = [os.path.realpath(f) + os.sep for f in folders]
+    closed = {os.path.realpath(f) for f in files}
     blocked_events = {"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork",
                       "os.forkpty", "pty.spawn"}
+    if block_ctypes:
+        blocked_events |= {"ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.cdata"}
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
         if event in blocked_events:
             raise PermissionError(f"grading sandbox: {event} is not allowed in an answer")
         if event == "open" and args and isinstance(args[0], (str, bytes, os.PathLike)):
             path = os.path.realpath(os.fsdecode(args[0]))
-            if any((path + os.sep).startswith(root) for root in roots):
+            if path in closed or any((path + os.sep).startswith(root) for root in roots):
                 raise PermissionError(f"grading sandbox: answers may not read {path}")
 
     sys.addaudithook(hook)
 
 
-def _limit_memory(megabytes: int) -> None:
-    import resource
+class Forbidden(PermissionError):
+    """Raised by a function the exercise asks the learner to write by hand."""
 
-    limit = megabytes * 2**20
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+def _resolve(dotted: str) -> Any:
+    """The object a dotted name such as ``cutecourse.layout.coalesce`` or ``a.b.Class.method`` names."""
+    parts = dotted.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            value: Any = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            value = getattr(value, attr)
+        return value
+    raise ImportError(f"no module in {dotted!r}")
+
+
+def _forbid(names: list[str], exercise: str) -> tuple[str, ...]:
+    """Replace each named function by a stub that raises, in every module, class and module-level dict that holds it;
+    returns the source files of the modules they came from, for the audit hook to close."""
+    files: set[str] = set()
+    for dotted in names:
+        try:
+            original = _resolve(dotted)
+        except (ImportError, AttributeError):
+            continue  # not installed here (the DSL on a machine without it): nothing to take away
+
+        def stub(*args: Any, _name: str = dotted, **kwargs: Any) -> Any:
+            raise Forbidden(f"exercise {exercise} asks you to write this yourself: {_name} is not available to "
+                            f"your answer while it is graded")
+
+        stub.__name__ = getattr(original, "__name__", dotted.rpartition(".")[2])
+        stub.__qualname__ = stub.__name__
+        for holder, key in _bindings(original):
+            if isinstance(holder, dict):
+                holder[key] = stub
+            else:
+                setattr(holder, key, stub)
+        for source in (getattr(original, "__code__", None) and original.__code__.co_filename,
+                       getattr(sys.modules.get(getattr(original, "__module__", "") or ""), "__file__", None)):
+            if source:
+                files.add(source)
+                files.add(importlib.util.cache_from_source(source) if source.endswith(".py") else source)
+        del original
+    for source in files:
+        linecache.cache.pop(source, None)
+    gc.collect()
+    return tuple(sorted(files))
+
+
+def _bindings(value: Any) -> list[tuple[Any, str]]:
+    """Every (holder, name) that binds `value`: module globals, module-level dicts, and classes defined in modules."""
+    found: list[tuple[Any, str]] = []
+    for module in list(sys.modules.values()):
+        namespace = getattr(module, "__dict__", None)
+        if not isinstance(namespace, dict):
+            continue
+        holders: list[Any] = [namespace]
+        holders += [v for v in namespace.values() if isinstance(v, dict)]
+        holders += [v for v in namespace.values() if isinstance(v, type)]
+        for holder in holders:
+            items = holder.items() if isinstance(holder, dict) else vars(holder).items()
+            found += [(holder, key) for key, v in list(items) if v is value]
+    return found
 
 
 def _describe(exc: BaseException) -> str:
@@ -150,15 +283,60 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {first[:300]}"
 
 
+def _record_checks() -> types.ModuleType:
+    """The stand-in for ``cutecourse.grading.checks`` in a learner process: ``checks.NAME(fn)`` runs `fn` on the
+    check's cases (from the file ``$CUTECOURSE_CHECK_SPECS`` names) and writes what came back, for the grader to judge
+    against its references. Nothing of the real checks is in the process."""
+    module = types.ModuleType("cutecourse.grading.checks", "Stand-in: the grader judges the recorded results.")
+    specs_path, records = os.environ.get(CHECK_SPECS_ENV), os.environ.get(RECORDS_ENV)
+
+    def recorder(name: str) -> Callable[[Any], None]:
+        def record(fn: Any) -> None:
+            specs = json.loads(Path(specs_path).read_text()) if specs_path else {}
+            if name not in specs:
+                print(f"{name}: not a check of this lesson")
+                return
+            spec, results = specs[name], []
+            for case in spec["cases"]:
+                try:
+                    value, outputs = execute(fn, case, spec["via"], spec["options"])
+                    results.append({"ok": True, "value": encode(value), "outputs": [encode(o) for o in outputs]})
+                except Exception as exc:  # noqa: BLE001 - a failing answer is recorded, not raised
+                    results.append({"ok": False, "error": _describe(exc)})
+                    break
+            if records:
+                Path(records, f"{name}.json").write_text(json.dumps(results))
+            print(f"{name}: {len(results)} case(s) recorded for the grader")
+
+        return record
+
+    def attribute(name: str) -> Callable[[Any], None]:
+        if name.startswith("__"):  # module machinery (__file__, __path__...) asked by importers and tools
+            raise AttributeError(name)
+        return recorder(name)
+
+    module.__getattr__ = attribute  # type: ignore[method-assign]
+    return module
+
+
+def enter_jail(forbid: list[str], exercise: str, deny: list[str], preload: tuple[str, ...] = ()) -> None:
+    """What every learner process does before any learner code: the checks' stand-in, the preloads, the forbidden
+    functions taken away, the doors closed."""
+    sys.modules["cutecourse.grading.checks"] = _record_checks()
+    import cutecourse.grading
+
+    cutecourse.grading.checks = sys.modules["cutecourse.grading.checks"]  # type: ignore[attr-defined]
+    for module in preload:  # heavy imports happen before the doors close
+        importlib.import_module(module)
+    closed = _forbid(forbid, exercise) if forbid else ()
+    _deny(deny, closed, block_ctypes=bool(closed))
+
+
 def _serve(spec: dict[str, Any]) -> None:
     channel = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # the learner's prints go to stderr; the channel carries only our replies
     sys.stdout = sys.stderr
-    for module in spec.get("preload", []):  # heavy imports happen before the doors close
-        __import__(module)
-    _deny(spec.get("deny", []))
-    if spec.get("memory_mb"):
-        _limit_memory(spec["memory_mb"])
+    enter_jail(spec.get("forbid", []), spec.get("exercise", "?"), spec.get("deny", []), tuple(spec.get("preload", ())))
     namespace: dict[str, Any] = {"__name__": "__answers__"}
     errors: dict[str, str] = {}
     for cell in spec["cells"]:
@@ -173,27 +351,29 @@ def _serve(spec: dict[str, Any]) -> None:
     channel.write(json.dumps({"ready": True, "errors": errors}) + "\n")
     for line in sys.stdin:
         request = json.loads(line)
-        outputs: list[Any] = []
         try:
             fn = namespace.get(request["name"])
             if not callable(fn):
                 raise NameError(f"{request['name']} is not defined (did its cell run without errors?)")
-            args = [_materialise(a, outputs) for a in request["args"]]
-            result = fn(*args)
-            if any(o.is_cuda for o in outputs):
-                sys.modules["torch"].cuda.synchronize()  # a kernel's faults surface here, inside this process
-            reply = {"ok": True, "value": encode(result), "outputs": [encode(o) for o in outputs]}
+            value, outputs = execute(fn, request["args"], request.get("via", "call"), request.get("options"))
+            reply = {"ok": True, "value": encode(value), "outputs": [encode(o) for o in outputs]}
         except BaseException as exc:  # noqa: BLE001
             reply = {"ok": False, "error": _describe(exc)}
         channel.write(json.dumps(reply) + "\n")
+
+
+def serve_kernel(argv: list[str]) -> None:
+    """The notebook kernel nbval drives, as a learner process: into the jail, then ipykernel."""
+    enter_jail([], "?", [d for d in os.environ.get("CUTECOURSE_DENY", "").split(os.pathsep) if d])
+    from ipykernel import kernelapp
+
+    kernelapp.launch_new_instance(argv=argv)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
 # The grader side.
 
 
-#: Imported before the doors close: the masters' set-up cells import the checks, whose folder answers may not read.
-PRELOAD = ("cutecourse.grading.checks",)
 TIMEOUT_ENV = "CUTECOURSE_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 120.0
 
@@ -202,71 +382,128 @@ class LearnerError(Exception):
     """The learner's code failed: raised, crashed, hung or was never defined. The message says which."""
 
 
+class _Tail(threading.Thread):
+    """Reads a pipe to its end, keeping only the last `STDERR_TAIL_BYTES`."""
+
+    def __init__(self, pipe: Any):
+        super().__init__(daemon=True)
+        self.pipe, self.chunks, self.size = pipe, collections.deque(), 0
+        self.start()
+
+    def run(self) -> None:
+        for chunk in iter(lambda: self.pipe.read1(65536) if hasattr(self.pipe, "read1") else self.pipe.read(65536),
+                          b""):
+            self.chunks.append(chunk)
+            self.size += len(chunk)
+            while self.size - len(self.chunks[0]) > STDERR_TAIL_BYTES:
+                self.size -= len(self.chunks.popleft())
+
+    def text(self) -> str:
+        data = b"".join(self.chunks)[-STDERR_TAIL_BYTES:]
+        return data.decode("utf-8", "replace").strip()
+
+
 class Learner:
-    """A learner process holding the answers; `call` runs one of its functions on grader-chosen inputs.
+    """A learner process holding the answers, in a jail of `walls`; `call` runs one of its functions on grader-chosen
+    inputs. `forbid` names the functions the exercise graded through this process may not use.
 
     After a failed call the process is replaced, so one crash (or a dead CUDA context) cannot spoil the next test.
+    Without `walls`, the process gets walls of its own (the isolation `isolation.choose()` picks), closed with it.
     """
 
-    def __init__(self, cells: list[dict[str, str]], deny: list[str] | tuple[str, ...] = (), memory_mb: int | None = None,
-                 preload: tuple[str, ...] = (), timeout: float | None = None):
-        self.spec = {"cells": cells, "deny": [str(d) for d in deny], "memory_mb": memory_mb,
+    def __init__(self, cells: list[dict[str, str]], walls: Any = None, *, forbid: list[str] | tuple[str, ...] = (),
+                 exercise: str = "?", deny: list[str] | tuple[str, ...] = (), timeout: float | None = None,
+                 preload: tuple[str, ...] = ()):
+        from cutecourse.grading import isolation
+
+        self.own_walls = walls is None
+        if walls is None:
+            walls = isolation.Walls(isolation.choose(), isolation.Limits(), gpu=_gpu_here(),
+                                    package_dir=Path(__file__).resolve().parents[1])
+        self.walls = walls
+        self.spec = {"cells": cells, "forbid": list(forbid), "exercise": exercise, "deny": [str(d) for d in deny],
                      "preload": list(preload)}
         #: Seconds allowed for loading the answers and for each call (the grader's --timeout sets it).
         self.timeout = timeout if timeout is not None else float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S))
-        self.process: subprocess.Popen[str] | None = None
+        self.process: subprocess.Popen[bytes] | None = None
         self.errors: dict[str, str] = {}
+        self._buffer = b""
+        self._stderr: _Tail | None = None
 
     def _start(self) -> None:
-        self.process = subprocess.Popen([sys.executable, "-m", "cutecourse.grading.sandbox"], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                        start_new_session=True, cwd=os.environ.get("TMPDIR", "/tmp"))
-        assert self.process.stdin is not None
-        self.process.stdin.write(json.dumps(self.spec) + "\n")
-        self.process.stdin.flush()
+        scratch = self.walls.scratch("learner")
+        self.process = self.walls.popen([sys.executable, "-m", "cutecourse.grading.sandbox"], scratch,
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert self.process.stdin is not None and self.process.stdout is not None
+        fcntl.fcntl(self.process.stdout, fcntl.F_SETFL, fcntl.fcntl(self.process.stdout, fcntl.F_GETFL) | os.O_NONBLOCK)
+        self._buffer = b""
+        self._stderr = _Tail(self.process.stderr)
+        self._send(self.spec, "loading the answers")
         ready = self._read(self.timeout, "loading the answers")
         self.errors = ready.get("errors", {})
 
-    def _read(self, timeout: float, doing: str) -> dict[str, Any]:
-        assert self.process is not None and self.process.stdout is not None
-        with selectors.DefaultSelector() as sel:
-            sel.register(self.process.stdout, selectors.EVENT_READ)
-            deadline = time.monotonic() + timeout
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    self.close()
-                    raise LearnerError(f"timed out after {timeout:g} s while {doing}")
-                if sel.select(left):
-                    line = self.process.stdout.readline()
-                    break
-        if not line:
-            code = self.process.wait()
-            self.process = None
-            why = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
-            raise LearnerError(f"the learner's process ended ({why}) while {doing}")
+    def _send(self, message: Any, doing: str) -> None:
+        assert self.process is not None and self.process.stdin is not None
         try:
-            return json.loads(line)
-        except json.JSONDecodeError:
-            self.close()
-            raise LearnerError(f"the learner's process wrote something unreadable while {doing}") from None
+            self.process.stdin.write(json.dumps(message).encode() + b"\n")
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError):
+            self._fail(f"the learner's process was gone before {doing}")
 
-    def call(self, name: str, *args: Any, timeout: float | None = None) -> tuple[Any, list[Any]]:
+    def _fail(self, why: str) -> None:
+        tail = self._stderr.text() if self._stderr else ""
+        self.close()
+        raise LearnerError(why + (f"; the end of its stderr: {tail[-800:]}" if tail else ""))
+
+    def _read(self, timeout: float, doing: str) -> dict[str, Any]:
+        """One reply line, within `timeout` seconds and `MAX_REPLY_BYTES`; never blocks past the deadline."""
+        import select
+
+        assert self.process is not None and self.process.stdout is not None
+        fd, deadline = self.process.stdout.fileno(), time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._fail(f"timed out after {timeout:g} s while {doing}")
+            ready, _, _ = select.select([fd], [], [], min(left, 1.0))
+            if not ready:
+                continue
+            try:
+                chunk = os.read(fd, 1 << 20)
+            except BlockingIOError:
+                continue
+            if not chunk:
+                code = self.process.wait()
+                why = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+                self._fail(f"the learner's process ended ({why}) while {doing}")
+            self._buffer += chunk
+            if len(self._buffer) > MAX_REPLY_BYTES:
+                self._fail(f"the learner's process sent more than {MAX_REPLY_BYTES >> 20} MiB while {doing}")
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        try:
+            reply = json.loads(line)
+            if not isinstance(reply, dict):
+                raise ValueError(reply)
+            return reply
+        except (ValueError, RecursionError):
+            self._fail(f"the learner's process wrote something unreadable while {doing}")
+        raise AssertionError("unreachable")
+
+    def call(self, name: str, *args: Any, via: str = "call", options: dict[str, Any] | None = None,
+             timeout: float | None = None) -> tuple[Any, list[Any]]:
         """(return value, poisoned outputs after the call), decoded; LearnerError if anything went wrong."""
         if self.process is None:
             self._start()
-        assert self.process is not None and self.process.stdin is not None
-        try:
-            self.process.stdin.write(json.dumps({"name": name, "args": [_wire(a) for a in args]}) + "\n")
-            self.process.stdin.flush()
-        except BrokenPipeError:
-            self.close()
-            raise LearnerError(f"the learner's process was gone before {name} was called") from None
+        self._send({"name": name, "args": [_wire(a) for a in args], "via": via, "options": options or {}},
+                   f"{name} was called")
         reply = self._read(timeout or self.timeout, f"running {name}")
         if not reply.get("ok"):
-            self.close()
-            raise LearnerError(f"{name} raised {reply.get('error')}")
-        return decode(reply["value"]), [decode(o) for o in reply["outputs"]]
+            self._fail(f"{name} raised {reply.get('error')}")
+        try:
+            return decode(reply["value"]), [decode(o) for o in reply["outputs"]]
+        except (KeyError, TypeError, ValueError, RecursionError) as exc:
+            self._fail(f"the learner's process sent a malformed reply ({type(exc).__name__})")
+        raise AssertionError("unreachable")
 
     def close(self) -> None:
         if self.process is not None:
@@ -275,14 +512,32 @@ class Learner:
             except (ProcessLookupError, PermissionError):
                 pass
             self.process.wait()
+            for pipe in (self.process.stdin, self.process.stdout):
+                try:
+                    pipe.close()
+                except (OSError, AttributeError):
+                    pass
             self.process = None
+        if self.own_walls:
+            self.walls.kill()
 
     def __enter__(self) -> "Learner":
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+        if self.own_walls:
+            self.walls.close()
+
+
+def _gpu_here() -> bool:
+    from cutecourse import env
+
+    return env.gpu_missing(80) is None
 
 
 if __name__ == "__main__":
-    _serve(json.loads(sys.stdin.readline()))
+    if sys.argv[1:2] == ["--kernel"]:
+        serve_kernel(sys.argv[2:])
+    else:
+        _serve(json.loads(sys.stdin.readline()))

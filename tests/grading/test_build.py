@@ -116,9 +116,9 @@ def test_gpu_check_cells_expect_what_a_passing_check_shows():
     assert seen >= 2  # lessons 3 and 4 have GPU checks
 
 
-def test_nbval_runs_gpu_cells_without_comparing_them_unless_graded(tmp_path):
+def test_nbval_runs_gpu_cells_without_comparing_them(tmp_path):
     """Under `make test`, a GPU cell's output is the machine's (a timing; "not run" without a GPU), so the course's
-    plugin runs it without comparing; a cell the grader tags nbval-check-output is still compared."""
+    plugin runs it without comparing; any other cell is still compared."""
     if not NBVAL:
         pytest.skip(grader.nbval_available())
 
@@ -127,7 +127,7 @@ def test_nbval_runs_gpu_cells_without_comparing_them_unless_graded(tmp_path):
                 "source": ["print('measured 7')"],
                 "outputs": [{"name": "stdout", "output_type": "stream", "text": ["[GPU cell not run: no GPU]\n"]}]}
 
-    nb = {"cells": [cell(["gpu"]), cell(["gpu", "nbval-check-output"])], "metadata": {}, "nbformat": 4,
+    nb = {"cells": [cell(["gpu"]), cell([])], "metadata": {}, "nbformat": 4,
           "nbformat_minor": 5}
     (tmp_path / "cells.ipynb").write_text(json.dumps(nb))
     run = subprocess.run([sys.executable, "-m", "pytest", "--nbval", "-p", "cutecourse.grading.plugin", "-q",

@@ -11,7 +11,7 @@ from cutecourse.cli import main
 from cutecourse.grading import grader, reports
 from cutecourse.grading import notebook as nbio
 
-from .conftest import DEMO, NBVAL, SOLUTION_0_1, WRONG_0_1, statuses
+from .conftest import DEMO, SOLUTION_0_1, WRONG_0_1, statuses
 
 pytestmark = pytest.mark.slow
 TIMEOUT = 10
@@ -41,10 +41,12 @@ def grade(demo_course, make_submission):
 
 def test_solution_scores_every_point_this_machine_can_run(grade):
     report = grade("solution", solution_answers())
-    assert report.max_score > 0 and report.score == report.max_score, reports.summary(report)
     state = statuses(report)
     assert state["hidden test_scale_kernel_on_random_lengths_and_alphas"] == ("passed" if GPU else "not run")
-    assert state["check scale"] == ("passed" if GPU and NBVAL else "not run")
+    assert state["check scale"] == ("passed" if GPU else "not run")
+    # Tests not run count toward the maximum: a CPU machine cannot award the kernel's points.
+    assert report.max_score == 7 and report.score == (7 if GPU else 3), reports.summary(report)
+    assert any(n.startswith("isolation: ") for n in report.notes)
 
 
 def test_untouched_exercise_scores_zero(grade):
@@ -60,7 +62,7 @@ def test_hard_coded_visible_cases_get_exactly_the_check_point(grade):
     report = grade("partial", {"0.1": hard_coded})
     state = statuses(report)
     assert state["hidden test_row_major_strides_on_random_shapes"] == "failed"
-    assert points_01(report) == ((1.0, 3.0) if NBVAL else (0.0, 2.0)), reports.summary(report)
+    assert points_01(report) == (1.0, 3.0), reports.summary(report)
 
 
 CHEATS = {
@@ -96,8 +98,7 @@ def test_cheats_and_crashes_score_zero_on_what_they_attack(grade, name):
 
 def test_a_crash_in_one_exercise_leaves_the_other_graded(grade):
     report = grade("segfault", {"0.1": CHEATS["segfault"], "0.2": solution_answers()["0.2"]})
-    got, most = report.exercises()["0.2"]
-    assert got == most and (most > 0) == GPU
+    assert report.exercises()["0.2"] == ((4.0, 4.0) if GPU else (0.0, 4.0)), reports.summary(report)
 
 
 def test_editing_or_deleting_check_cells_does_not_change_the_grade(grade):
@@ -124,18 +125,47 @@ def test_unreadable_submission_still_gets_a_report(demo_course, tmp_path):
     bad = tmp_path / "00_demo.ipynb"
     bad.write_text("{not json")
     report = grader.grade(bad, demo_course)
-    assert report.score == 0 and "cannot read it as a notebook" in report.tests[0].output
+    assert report.score == 0 and "submission rejected: cannot read 00_demo.ipynb" in report.tests[0].output
 
 
 def test_cli_writes_all_three_reports_and_sets_the_exit_code(demo_course, make_submission, tmp_path, capsys):
     good = make_submission("cli_good", solution_answers())
     args = ["grade", "--course", str(demo_course.root), "--hidden", str(demo_course.hidden), "--timeout", "60"]
-    assert main(args + [str(good), "--out", str(tmp_path / "good")]) == 0
+    # Every point of the maximum earned here, or exit 1: on a CPU the kernel's points are not earned...
+    assert main(args + [str(good), "--out", str(tmp_path / "good")]) == (0 if GPU else 1)
+    # ... unless they are graded elsewhere, and then they are not claimed.
+    assert main(args + [str(good), "--out", str(tmp_path / "good"), "--gpu-graded-elsewhere"]) == 0
     results = json.loads((tmp_path / "good" / "results.json").read_text())
-    assert results["score"] == results["max_score"] > 0
+    assert results["score"] == results["max_score"] == (7 if GPU else 3)
+    assert "isolation: " in results["output"] and results["extra_data"]["isolation"]
     assert (tmp_path / "good" / "junit.xml").read_text().startswith("<?xml")
     assert (tmp_path / "good" / "grades.csv").read_text().splitlines()[0].startswith("submission,lesson,score")
     bad = make_submission("cli_bad", {"0.1": WRONG_0_1})
     assert main(args + [str(bad), "--hidden-only", "--out", str(tmp_path / "bad"), "--exercise", "0.1"]) == 1
     assert main(args + [str(bad), "--classroom"]) == 0
     assert "cutecourse grade" in capsys.readouterr().out
+
+
+def test_one_exercise_exits_zero_only_when_its_points_were_earned_here(demo_course, make_submission, tmp_path):
+    """A CPU CI step for the kernel exercise cannot earn its GPU points: it fails, unless told they are graded on a
+    GPU elsewhere, and then it claims only its CPU points (none, for 0.2)."""
+    good = make_submission("one_exercise", solution_answers())
+    args = ["grade", str(good), "--course", str(demo_course.root), "--hidden", str(demo_course.hidden),
+            "--out", str(tmp_path / "out"), "--exercise", "0.2"]
+    assert main(args) == (0 if GPU else 1)
+    report = grader.grade(good, demo_course, exercise="0.1", timeout=TIMEOUT)
+    assert {t.exercise for t in report.tests} == {"0.1"} and report.score == report.max_score == 3
+
+
+def test_the_lesson_comes_from_the_file_name_or_the_command_line_never_the_notebook(demo_course, make_submission,
+                                                                                   tmp_path):
+    def claim_other_lesson(nb):
+        nb["metadata"]["cutecourse"] = {"lesson": "99_worth_more"}
+
+    named = make_submission("metadata_lesson", solution_answers(), edit=claim_other_lesson)
+    assert grader.grade(named, demo_course, timeout=TIMEOUT, hidden=False).lesson == "00_demo"
+    renamed = tmp_path / "my_work.ipynb"
+    renamed.write_bytes(named.read_bytes())
+    rejected = grader.grade(renamed, demo_course, timeout=TIMEOUT)
+    assert rejected.score == 0 and "names no lesson of this course" in rejected.tests[0].output
+    assert grader.grade(renamed, demo_course, timeout=TIMEOUT, lesson="00_demo", hidden=False).score == 1

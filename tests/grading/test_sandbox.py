@@ -1,10 +1,13 @@
-"""The learner's process: answers run there, results come back as data, and failures stay there."""
+"""The learner's process: answers run there, in a jail, results come back as data, and failures stay there."""
 
 import textwrap
 
 import pytest
 
+from cutecourse.grading import isolation
 from cutecourse.grading.sandbox import Learner, LearnerError
+
+from .conftest import jailed
 
 
 def learner(source: str, **kw) -> Learner:
@@ -43,16 +46,71 @@ def test_denied_files_cannot_be_read_and_programs_cannot_be_started(tmp_path):
         def run():
             return subprocess.run(["cat", {str(secret / 'answers.txt')!r}], capture_output=True).stdout
     """, deny=[str(secret)]) as process:
-        with pytest.raises(LearnerError, match="may not read"):
+        with pytest.raises(LearnerError, match="may not read|No such file"):
             process.call("peek")
         with pytest.raises(LearnerError, match="subprocess.Popen is not allowed"):
             process.call("run")
 
 
+def test_the_learners_stderr_tail_comes_with_a_failure():
+    with learner("""
+        import sys
+        def noisy():
+            print("the answer went wrong here", file=sys.stderr)
+            raise SystemExit(3)
+    """) as process:
+        with pytest.raises(LearnerError, match="the answer went wrong here"):
+            process.call("noisy")
+
+
+def test_a_reply_never_blocks_past_its_deadline():
+    # Half a line on the channel, then silence: the old blocking readline waited forever.
+    with learner("""
+        import os, time
+        def half():
+            for fd in range(3, 16):  # whichever is the reply channel
+                try:
+                    os.write(fd, b'{"ok": tr')
+                except OSError:
+                    pass
+            time.sleep(3600)
+    """) as process:
+        with pytest.raises(LearnerError, match="timed out after 2 s"):
+            process.call("half", timeout=2)
+
+
 def test_memory_limit_turns_a_huge_allocation_into_a_failure():
-    with learner("def hog():\n    return len(bytearray(8 * 2**30))", memory_mb=1024) as process:
-        with pytest.raises(LearnerError, match="MemoryError"):
+    walls = isolation.Walls(isolation.choose(), isolation.Limits(memory_mb=1024), gpu=False,
+                            package_dir=isolation.Path(isolation.__file__).resolve().parents[1])
+    with walls, Learner([{"label": "exercise 1", "exercise": "1",
+                          "source": "def hog():\n    return len(bytearray(4 * 2**30))"}], walls, timeout=30) as process:
+        with pytest.raises(LearnerError, match="MemoryError|SIGKILL|ended"):
             process.call("hog")
+
+
+def test_forbidden_functions_raise_and_their_source_cannot_be_read():
+    with learner("""
+        import cutecourse.layout as L
+        from cutecourse.layout import coalesce as early
+        def direct():
+            return str(L.coalesce(L.make_layout((2, 4))))
+        def bound_before():
+            return str(early(L.make_layout((2, 4))))
+        def through_the_module():
+            from cutecourse.layout import algebra
+            return str(algebra.coalesce(L.make_layout((2, 4))))
+        def from_source():
+            import inspect, cutecourse.layout.algebra as A
+            return open(A.__file__).read()[:10]
+        def allowed():
+            return str(L.make_layout((2, 4)))
+    """, forbid=["cutecourse.layout.coalesce", "cutecourse.layout.algebra.coalesce"], exercise="2.2") as process:
+        for name in ("direct", "bound_before", "through_the_module"):
+            with pytest.raises(LearnerError, match="exercise 2.2 asks you to write this yourself"):
+                process.call(name)
+        with pytest.raises(LearnerError, match="may not read"):
+            process.call("from_source")
+        assert process.call("allowed")[0] == "(2,4):(1,2)"
 
 
 def test_kernels_defined_in_an_answer_cell_compile_in_the_sandbox():
@@ -60,7 +118,6 @@ def test_kernels_defined_in_an_answer_cell_compile_in_the_sandbox():
     pytest.importorskip("cutlass")
     with learner("""
         import cutlass, cutlass.cute as cute
-        from cutlass.cute.runtime import make_fake_compact_tensor
 
         @cute.kernel
         def k(g: cute.Tensor):
@@ -69,11 +126,31 @@ def test_kernels_defined_in_an_answer_cell_compile_in_the_sandbox():
                 g[i] = 1.0
 
         @cute.jit
-        def host(g: cute.Tensor):
-            k(g).launch(grid=(1, 1, 1), block=(32, 1, 1))
-
-        def compile_it():
-            cute.compile(host, make_fake_compact_tensor(cutlass.Float32, (64,)), options="--gpu-arch sm_80")
-            return "compiled"
+        def host(g: cute.Tensor, stream):
+            k(g).launch(grid=(1, 1, 1), block=(32, 1, 1), stream=stream)
     """) as process:
-        assert process.call("compile_it", timeout=120) == ("compiled", [])
+        from cutecourse.grading import sandbox
+
+        code, _ = process.call("host", "sm_80", sandbox.tensor([0.0] * 64, device="cpu"), via="ptx", timeout=120)
+        assert ".entry" in code and "st.global" in code
+
+
+def test_jailed_processes_see_neither_answers_nor_a_writable_course():
+    if not jailed():
+        pytest.skip("needs bubblewrap")
+    root = isolation.Path(isolation.__file__).resolve().parents[2]
+    with learner(f"""
+        import os
+        def look():
+            paths = {[str(root / 'tests' / 'hidden'), str(root / 'solutions'), str(root / '.git'),
+                      str(root / 'cutecourse' / 'grading' / 'checks' / 'demo.py')]!r}
+            return [os.path.exists(p) for p in paths]
+        def write():
+            open({str(root / 'cutecourse' / '__init__.py')!r}, 'a').write('# pwned')
+        def who():
+            return os.getuid()
+    """) as process:
+        assert process.call("look")[0] == [False, False, False, False]
+        with pytest.raises(LearnerError, match="Read-only file system|Permission"):
+            process.call("write")
+        assert process.call("who")[0] == isolation.NOBODY

@@ -32,6 +32,10 @@ class Check:
     cases: Callable[[], list[tuple[Any, ...]]]  # argument lists, as `sandbox` wire values
     judge: Callable[[tuple[Any, ...], Any, list[Any]], str | None]  # (case, value, outputs) -> hint, or None if right
     gpu: int | None = None  # compute capability the check needs, e.g. 80
+    #: How the learner's object is run on a case (see `sandbox.execute`): "call" it; "launch" it, a ``@cute.jit``
+    #: host, through the course's harness; or compile it to "ptx" (each case then starts with the arch).
+    via: str = "call"
+    options: tuple[tuple[str, Any], ...] = ()  # keyword options of the harness, e.g. (("vector", 8),)
 
     def __call__(self, fn: Callable[..., Any]) -> bool:
         """Run in the notebook: print the verdict line, return whether it passed."""
@@ -46,7 +50,12 @@ class Check:
                 return f"{NOT_RUN} {self.name}: not run ({missing})"
         if not callable(fn):
             return f"{FAIL} {self.name}: expected the function {self.target}, got {type(fn).__name__}"
-        return self.verdict(lambda case: _call_here(fn, case))
+        return self.verdict(lambda case: _call_here(fn, case, self.via, dict(self.options)))
+
+    def spec(self) -> dict[str, Any]:
+        """What a learner process needs to run this check's cases (not to judge them): for the checks' stand-in."""
+        return {"target": self.target, "via": self.via, "options": dict(self.options),
+                "cases": [[sandbox._wire(a) for a in case] for case in self.cases()]}
 
     def verdict(self, call: Callable[[tuple[Any, ...]], tuple[Any, list[Any]]]) -> str:
         cases = self.cases()
@@ -68,22 +77,33 @@ def grade(check: Check, learner: sandbox.Learner) -> str:
     """The check's line, with the learner's function run in its own process and judged here."""
     def call(case: tuple[Any, ...]) -> tuple[Any, list[Any]]:
         try:
-            return learner.call(check.target, *case)
+            return learner.call(check.target, *case, via=check.via, options=dict(check.options))
         except sandbox.LearnerError as exc:
             raise RuntimeError(str(exc)) from None
 
     return check.verdict(call)
 
 
-def _call_here(fn: Callable[..., Any], case: tuple[Any, ...]) -> tuple[Any, list[Any]]:
-    outputs: list[Any] = []
-    # The same wire round trip as in the grader, so both paths see identical values.
-    args = [sandbox._materialise(sandbox._wire(a), outputs) for a in case]
-    value = fn(*args)
-    if outputs and any(o.is_cuda for o in outputs):
-        import torch
+def judge_records(check: Check, records: list[Any]) -> str:
+    """The check's line from what the checks' stand-in recorded in a learner's notebook kernel (one entry per case,
+    in order, stopping at the first failure), judged here against this check's own cases."""
+    replies = iter(records if isinstance(records, list) else [])
 
-        torch.cuda.synchronize()
+    def call(case: tuple[Any, ...]) -> tuple[Any, list[Any]]:
+        reply = next(replies, None)
+        if not isinstance(reply, dict):
+            raise RuntimeError("the notebook recorded no result for this case (did the check cell run?)")
+        if not reply.get("ok"):
+            raise RuntimeError(str(reply.get("error"))[:500])
+        return sandbox.decode(reply.get("value")), [sandbox.decode(o) for o in reply.get("outputs", [])]
+
+    return check.verdict(call)
+
+
+def _call_here(fn: Callable[..., Any], case: tuple[Any, ...], via: str, options: dict[str, Any]
+               ) -> tuple[Any, list[Any]]:
+    # The same wire round trip as in the grader, so both paths see identical values.
+    value, outputs = sandbox.execute(fn, [sandbox._wire(a) for a in case], via, options)
     return sandbox.decode(sandbox.encode(value)), [sandbox.decode(sandbox.encode(o)) for o in outputs]
 
 

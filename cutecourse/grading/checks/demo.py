@@ -55,4 +55,4 @@ def _judge_scale(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str |
     return None
 
 
-scale = Check("scale", "scale", _scale_cases, _judge_scale, gpu=80)
+scale = Check("scale", "scale_host", _scale_cases, _judge_scale, gpu=80, via="launch")

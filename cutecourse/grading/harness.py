@@ -1,0 +1,170 @@
+"""Compile, capture and launch a learner's kernel the course's way, so that what is judged is what the kernel did.
+
+In a kernel exercise the learner writes a ``@cute.kernel`` and the ``@cute.jit`` host function that launches it; the
+host takes CuTe tensors (made from row-major torch tensors, every extent dynamic), then any scalars, and last the
+stream. The learner writes no launch wrapper and no PTX capture: checks, the grader and the hidden tests go through
+`launch` and `ptx` here, in the learner's sandboxed process.
+
+- The host is compiled from *stand-in* tensors of the same dtypes and ranks, before the real inputs exist in the
+  process, so the learner's code never sees the data while it is traced. One compile serves every shape.
+- ``ptx(host, "sm_90a", x, out)`` compiles for that arch on any machine and returns the PTX the DSL emitted.
+- `restricted` tells whether an answer cell is kernel code only: the DSL, math, and the cell's own definitions;
+  no torch, no imports inside functions, no dunder attributes, no reflection. A kernel answer that is more than
+  kernel code is refused before it runs, with the line that is not.
+
+>>> # launch(naive_host, x, out)          # x: (M, N) CUDA tensor, out: (N, M); runs the learner's kernel
+>>> # ptx(naive_host, "sm_80", x, out)    # the PTX text, on a CPU too
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Any, Callable
+
+#: Modules a kernel answer may import (and nothing else): the DSL, math, typing helpers.
+KERNEL_IMPORTS = ("cutlass", "math", "typing", "functools", "operator")
+#: Names a kernel answer may not use: ways out of "kernel code" into the process.
+KERNEL_FORBIDDEN_NAMES = frozenset({
+    "__import__", "__builtins__", "builtins", "compile", "eval", "exec", "globals", "locals", "vars", "getattr",
+    "setattr", "delattr", "open", "input", "breakpoint", "memoryview", "object", "type", "super", "help",
+    "torch", "numpy", "np", "sys", "os", "gc", "inspect", "ctypes", "importlib", "subprocess", "threading",
+    "cutecourse", "signal", "atexit", "io", "pathlib", "shutil", "pickle", "marshal", "weakref"})
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """What a compile needs to know of a tensor argument: dtype ("float32", ...), rank, device ("cuda"/"cpu")."""
+
+    dtype: str
+    ndim: int
+    device: str
+
+
+def _is_jit(fn: Any) -> bool:
+    return callable(fn) and getattr(fn, "_decorator_kind", None) == "jit"
+
+
+def _require_jit(host: Any) -> None:
+    if not _is_jit(host):
+        raise TypeError(f"expected your @cute.jit host function (it builds the layouts and launches the kernel), got "
+                        f"{type(host).__name__} {getattr(host, '__name__', '')!r}: decorate it with @cute.jit")
+
+
+def spec_of(value: Any) -> Any:
+    """A torch tensor's TensorSpec; anything else (a scalar) as it is."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return TensorSpec(str(value.dtype).removeprefix("torch."), value.dim(), value.device.type)
+    return value
+
+
+def _as_cute(t: Any, vector: int) -> Any:
+    """A row-major torch tensor as CuTe sees it in the course: every extent dynamic, the last divisible by `vector`,
+    the base aligned to one vector."""
+    from cutecourse.kernels import launch
+
+    if t.dim() == 2:
+        return launch.cute_tensor(t, divisibility=(1, vector), vector=vector)
+    from cutlass.cute.runtime import from_dlpack
+
+    x = from_dlpack(t, assumed_align=vector * t.element_size())
+    return x.mark_compact_shape_dynamic(mode=t.dim() - 1, divisibility=vector)
+
+
+def _stand_ins(examples: list[Any], vector: int, device: str | None) -> list[Any]:
+    """CuTe tensors of the examples' dtypes and ranks, on fresh memory: what the host is traced with."""
+    import torch
+
+    out = []
+    for example in examples:
+        if isinstance(example, TensorSpec):
+            shape = (4,) * (example.ndim - 1) + (4 * vector,)
+            t = torch.empty(shape, dtype=getattr(torch, example.dtype), device=device or example.device)
+            out.append(_as_cute(t, vector))
+        else:
+            out.append(example)
+    return out
+
+
+_COMPILED: dict[Any, Any] = {}
+
+
+def prepare(host: Any, examples: list[Any], vector: int = 1) -> Callable[..., None]:
+    """The learner's `host` compiled for arguments like `examples` (TensorSpecs and scalars), as a function of the
+    real torch tensors and scalars that launches it on the current stream. Compiled once per signature."""
+    _require_jit(host)
+    from cutecourse.kernels import launch as course_launch
+
+    device = next((e.device for e in examples if isinstance(e, TensorSpec)), "cuda")
+    if device != "cuda":
+        raise ValueError(f"kernels run on the GPU; the tensors are on {device}: move them with .cuda()")
+    key = (host, tuple(e if isinstance(e, TensorSpec) else type(e) for e in examples), vector)
+    compiled = _COMPILED.get(key)
+    if compiled is None:
+        import cutlass.cute as cute
+
+        compiled = _COMPILED[key] = cute.compile(host, *_stand_ins(examples, vector, "cuda"),
+                                                 course_launch.current_stream())
+
+    def run(*args: Any) -> None:
+        import torch
+
+        if any(isinstance(a, torch.Tensor) and a.numel() == 0 for a in args):
+            return
+        compiled(*[_as_cute(a, vector) if isinstance(a, torch.Tensor) else a for a in args],
+                 course_launch.current_stream())
+
+    return run
+
+
+def launch(host: Any, *args: Any, vector: int = 1) -> None:
+    """Compile the learner's `host` for these arguments' dtypes (once) and launch it on them.
+
+    `vector`: elements per access the host may assume (the last extent of each tensor is promised divisible by it,
+    and its base aligned to it): 8 for 128-bit copies of 16-bit data."""
+    prepare(host, [spec_of(a) for a in args], vector)(*args)
+
+
+def ptx(host: Any, arch: str, *args: Any, vector: int = 1) -> str:
+    """The PTX of the learner's `host` compiled for `arch` (e.g. "sm_80", "sm_90a") for arguments like these (their
+    dtypes and ranks; tensors may be on the CPU). Works on any machine with the DSL."""
+    _require_jit(host)
+    from cutlass.cute.runtime import make_fake_stream
+
+    from cutecourse.kernels import ptx as course_ptx
+
+    examples = [spec_of(a) for a in args]
+    return course_ptx.compile_ptx(host, *_stand_ins(examples, vector, "cpu"), make_fake_stream(), arch=arch)
+
+
+def restricted(source: str) -> str | None:
+    """None if `source` is kernel code only (see the module docstring), else what is not, with its line."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        return f"line {exc.lineno}: {exc.msg}"
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", "?")
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if isinstance(node, ast.ImportFrom) and node.level:
+                return f"line {line}: relative imports are not kernel code"
+            for name in names:
+                if name.split(".")[0] not in KERNEL_IMPORTS:
+                    return f"line {line}: a kernel answer imports only {', '.join(KERNEL_IMPORTS)}; not {name}"
+        elif isinstance(node, ast.Name) and node.id in KERNEL_FORBIDDEN_NAMES:
+            return f"line {line}: `{node.id}` is not kernel code; the kernel and its host use cute and cutlass only"
+        elif isinstance(node, ast.alias) and (node.asname or node.name) in KERNEL_FORBIDDEN_NAMES:
+            return f"line {line}: `{node.asname or node.name}` is not kernel code"
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("__"):
+            return f"line {line}: dunder attributes (.{node.attr}) are not kernel code"
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            return f"line {line}: global/nonlocal state is not kernel code"
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            for inner in ast.walk(node):
+                if isinstance(inner, (ast.Import, ast.ImportFrom)):
+                    return f"line {inner.lineno}: import at the top of the cell, not inside a function"
+    return None

@@ -1,0 +1,575 @@
+"""The walls around a learner's processes: what they can see, what they can touch, and how much they can use.
+
+Every process that runs learner code (the notebook kernel nbval drives, the process the checks are judged in, the
+process the hidden tests call) is started here, inside a *jail*:
+
+- **bubblewrap** (``bwrap``, Debian's ``bubblewrap`` package) where it runs: new user, PID, network, IPC, UTS and cgroup
+  namespaces, uid 65534, ``--die-with-parent``; the Python environment and the course's package bound read-only, the
+  package's checks (the references) hidden under an empty tmpfs, and nothing else of the course: no hidden tests, no
+  solutions, no ``.git``, no other submission, no report. A private scratch directory and ``/tmp`` are the only
+  writable places. The NVIDIA device files are bound in only for a grade that uses the GPU.
+- **an unprivileged uid** (65534) where bubblewrap cannot run but the grader is root, and only after a probe run as
+  that uid showed that it can read none of the answers and write none of the course or its environment.
+- **none**, only when asked for (``--isolation none``: a learner checking their own notebook on their own machine).
+
+Per submission (`Walls`), a cgroup (v1 or v2, where this machine lets the grader make one) bounds memory and the
+number of processes, and everything in it is killed when the grade ends; where there is no cgroup, rlimits on each
+jail's first process bound them (address space on machines without a GPU, processes, CPU time, file size, open files)
+and the jails' PID namespaces (or process groups) are killed. `Walls.close` returns only when no learner process is
+left.
+
+A jail is started by running this module (``python -m cutecourse.grading.isolation SPEC -- COMMAND``): it joins the
+submission's cgroup, applies the rlimits, drops to the unprivileged uid if that is the isolation, and execs the
+command inside the walls. The grader, and the trusted pytest process that runs the hidden tests, start jails through
+`Walls.popen`; the notebook kernel's start command is `Walls.command`.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+BWRAP_ENV = "CUTECOURSE_BWRAP"  # a bwrap binary to use (e.g. one unpacked from the .deb on a GPU host)
+WALLS_ENV = "CUTECOURSE_WALLS"  # the submission's walls, for the trusted process that runs the hidden tests
+KINDS = ("auto", "bwrap", "uid", "none")
+NOBODY = 65534
+#: Environment variables that reach a learner process; everything else (tokens, CI secrets) stays out.
+PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TERM", "CUTE_DSL_ARCH", "CUDA_VISIBLE_DEVICES", "CUDA_HOME",
+              "LD_LIBRARY_PATH", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES")
+#: System folders a Python process needs; bound read-only (or recreated as the symlinks they are).
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+#: The few files of /etc a Python process, torch or matplotlib read; /etc itself is not bound (it holds secrets).
+ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives", "/etc/localtime",
+             "/etc/nsswitch.conf", "/etc/passwd", "/etc/group", "/etc/hosts", "/etc/ssl", "/etc/ca-certificates",
+             "/etc/fonts", "/etc/mime.types")
+
+
+class IsolationError(RuntimeError):
+    """No isolation of the kind asked for can run here; the message names what to install or pass."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one submission may use. `memory_mb` is per submission where a cgroup exists, else per process (address
+    space, machines without a GPU only: CUDA reserves far more address space than it uses)."""
+
+    memory_mb: int = 8192
+    processes: int = 256
+    cpu_seconds: int = 3600
+    file_mb: int = 512
+    open_files: int = 1024
+
+
+@dataclass(frozen=True)
+class Isolation:
+    kind: str  # "bwrap", "uid" or "none"
+    detail: str  # one line for the report
+    bwrap: str | None = None
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Choosing the isolation.
+
+
+def _bwrap_binary() -> str | None:
+    return os.environ.get(BWRAP_ENV) or shutil.which("bwrap")
+
+
+def _bwrap_works(bwrap: str) -> str | None:
+    """None if `bwrap` can make the jail this module makes (namespaces, uid 65534), else why not."""
+    try:
+        run = subprocess.run([bwrap, "--unshare-all", "--die-with-parent", "--uid", str(NOBODY), "--gid", str(NOBODY),
+                              *_system_binds(), "--proc", "/proc", "--dev", "/dev", "--", "true"],
+                             capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{bwrap} did not run: {exc}"
+    if run.returncode != 0:
+        return f"{bwrap} cannot make namespaces here: {run.stderr.strip()[:200] or f'exit code {run.returncode}'}"
+    return None
+
+
+def _bwrap_version(bwrap: str) -> str:
+    try:
+        return subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        return "bubblewrap"
+
+
+def _uid_probe(secret: list[str], read_only: list[str]) -> str | None:
+    """None if uid 65534 can read none of `secret` and write none of `read_only`, else the first path it could."""
+    if os.geteuid() != 0:
+        return "the grader is not root, so it cannot run learner code as another user"
+    script = ("import os, sys, json\n"
+              "secret, ro = json.loads(sys.argv[1]), json.loads(sys.argv[2])\n"
+              "bad = [p for p in secret if os.path.exists(p) and os.access(p, os.R_OK)]\n"
+              "bad += [p for p in ro if os.path.exists(p) and os.access(p, os.W_OK)]\n"
+              "print(bad[0] if bad else '')\n")
+    try:
+        out = subprocess.run([sys.executable, "-c", script, json.dumps(secret), json.dumps(read_only)],
+                             capture_output=True, text=True, timeout=30, user=NOBODY, group=NOBODY,
+                             extra_groups=[]).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"a probe as uid {NOBODY} did not run: {exc}"
+    return f"uid {NOBODY} can {'read' if out in secret else 'write'} {out}" if out else None
+
+
+_CHOSEN: dict[tuple[Any, ...], Isolation] = {}
+
+
+def choose(kind: str = "auto", secret: list[str] | None = None, read_only: list[str] | None = None) -> Isolation:
+    """The isolation to grade with. `kind` "auto" takes bubblewrap where it works, else the unprivileged uid where
+    that is safe (`secret` unreadable and `read_only` unwritable by it); "none" must be asked for. Raises
+    IsolationError, naming what to install, when the kind asked for cannot run."""
+    if kind not in KINDS:
+        raise IsolationError(f"isolation={kind!r} is not one of {', '.join(KINDS)}")
+    key = (kind, tuple(secret or ()), tuple(read_only or ()))
+    if key in _CHOSEN:
+        return _CHOSEN[key]
+    if kind == "none":
+        chosen = Isolation("none", "none (asked for with --isolation none): learner code runs as this user, with "
+                                   "rlimits and an audit hook only; never grade others' work this way")
+    else:
+        reasons = []
+        bwrap = _bwrap_binary()
+        why = _bwrap_works(bwrap) if bwrap else "bwrap is not installed"
+        if why is None:
+            assert bwrap is not None
+            chosen = Isolation("bwrap", f"{_bwrap_version(bwrap)}: user, PID, network and IPC namespaces, uid "
+                                        f"{NOBODY}, the course read-only without its answers", bwrap)
+        else:
+            reasons.append(why)
+            if kind == "bwrap":
+                raise IsolationError(f"cannot grade in bubblewrap: {why}. Install it: sudo apt-get install "
+                                     f"bubblewrap (or set {BWRAP_ENV} to a bwrap binary)")
+            why_uid = _uid_probe(secret or [], read_only or [])
+            if why_uid is not None:
+                raise IsolationError(
+                    f"cannot isolate learner code here: {why}; and {why_uid}. Install bubblewrap (sudo apt-get "
+                    f"install bubblewrap), or, to check your own notebook on your own machine, pass --isolation none")
+            chosen = Isolation("uid", f"uid {NOBODY} (bubblewrap unavailable: {why}); the answers are unreadable "
+                                      f"and the course unwritable by that uid")
+    _CHOSEN[key] = chosen
+    return chosen
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# What a jail sees.
+
+
+def _system_binds() -> list[str]:
+    args: list[str] = []
+    for path in SYSTEM_DIRS:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    return args
+
+
+def _is_checkout(path: Path) -> bool:
+    """A source tree (which may hold answers), as opposed to a folder of installed packages."""
+    return any((path / marker).exists() for marker in (".git", "pyproject.toml", "setup.py", "tests", "solutions"))
+
+
+def _binding(entry: str) -> str | None:
+    """What to bind for a folder this interpreter imports from: the folder, when it is part of a Python environment
+    or of no source tree; a checkout's `cutecourse` package, when it is a checkout's root; nothing, when it lies
+    inside a checkout (pytest puts test folders on sys.path: a hidden-test folder must never be bound)."""
+    path = Path(entry).resolve()
+    environments = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+    if any(path == e or e in path.parents for e in environments) or {"site-packages", "dist-packages"} & set(path.parts):
+        return str(path)
+    checkout = next((p for p in (path, *path.parents) if p.is_dir() and _is_checkout(p)), None)
+    if checkout is None:
+        return str(path)
+    return str(path / "cutecourse") if checkout == path and (path / "cutecourse").is_dir() else None
+
+
+def python_paths(package_dir: Path) -> tuple[list[str], list[str]]:
+    """(folders to bind read-only, folders for the jail's PYTHONPATH): what this interpreter needs to import what it
+    imports here, without the source trees around packages."""
+    binds: set[str] = {str(package_dir), str(Path(sys.executable).resolve().parent)}  # the interpreter may be a
+    imports: list[str] = []                                                          # symlink out of the venv
+    for entry in [sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path]:
+        if not entry or not os.path.isdir(entry):
+            continue
+        bound = _binding(entry)
+        if bound is not None:
+            binds.add(bound)
+            if entry in sys.path and entry not in imports:
+                imports.append(str(Path(bound).parent) if bound.endswith(os.sep + "cutecourse") else entry)
+    imports.append(str(package_dir.parent))
+    ordered = sorted(binds)
+    return [p for i, p in enumerate(ordered) if not any(p.startswith(q + os.sep) for q in ordered[:i])], imports
+
+
+@dataclass
+class JailSpec:
+    """Everything the launcher needs to start one jail (written as JSON beside the grader's work, never inside)."""
+
+    isolation: Isolation
+    limits: Limits
+    gpu: bool
+    scratch: str
+    package_dir: str
+    python_paths: list[str]  # bound read-only
+    pythonpath: list[str]  # the jail's PYTHONPATH
+    cgroups: list[str] = field(default_factory=list)
+    pid_file: str = ""
+    writable: list[str] = field(default_factory=list)  # more folders the jail may write (the kernel's sockets)
+    marker: str = ""
+    env: dict[str, str] = field(default_factory=dict)  # the jail's own variables, on top of `jail_env`'s
+
+    def dump(self, path: Path) -> None:
+        data = asdict(self)
+        path.write_text(json.dumps(data))
+
+    @classmethod
+    def load(cls, path: str) -> "JailSpec":
+        data = json.loads(Path(path).read_text())
+        data["isolation"] = Isolation(**data["isolation"])
+        data["limits"] = Limits(**data["limits"])
+        return cls(**data)
+
+
+def hidden_in_package(package_dir: Path) -> list[Path]:
+    """Folders of the package a learner process may not see: the checks, which hold the references."""
+    return [package_dir / "grading" / "checks"]
+
+
+def bwrap_argv(spec: JailSpec, command: list[str]) -> list[str]:
+    assert spec.isolation.bwrap
+    args = [spec.isolation.bwrap, "--die-with-parent", "--new-session", "--unshare-all", "--uid", str(NOBODY),
+            "--gid", str(NOBODY), "--hostname", "sandbox", *_system_binds()]
+    for path in ETC_FILES:
+        args += ["--ro-bind-try", path, path]
+    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    for path in spec.python_paths:
+        args += ["--ro-bind", path, path]
+    for path in hidden_in_package(Path(spec.package_dir)):
+        if path.is_dir():
+            args += ["--tmpfs", str(path), "--remount-ro", str(path)]
+    if spec.gpu:
+        for device in sorted(glob.glob("/dev/nvidia*")):
+            args += ["--dev-bind", device, device]
+        args += ["--ro-bind", "/sys", "/sys"]
+    for path in [spec.scratch, *spec.writable]:
+        args += ["--bind", path, path]
+    return args + ["--chdir", spec.scratch, "--", *command]
+
+
+def jail_env(spec: JailSpec) -> dict[str, str]:
+    """The environment of a learner process: a short list passed through, and the jail's own settings. Nothing else
+    of the grader's environment (tokens, CI secrets) gets in."""
+    env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
+    env.update(HOME=spec.scratch, TMPDIR="/tmp" if spec.isolation.kind == "bwrap" else spec.scratch,
+               PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1", MPLBACKEND="Agg", CUTECOURSE_JAIL=spec.marker,
+               PYTHONPATH=os.pathsep.join(spec.pythonpath))
+    env.update(spec.env)
+    return env
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Limits per submission: a cgroup where the grader can make one.
+
+
+def _cgroup_roots() -> list[tuple[str, Path]]:
+    """(version, folder) of the hierarchies that bound memory and processes, where this process may make a child."""
+    unified = Path("/sys/fs/cgroup")
+    roots: list[tuple[str, Path]] = []
+    if (unified / "cgroup.controllers").exists():
+        controllers = (unified / "cgroup.controllers").read_text().split()
+        if {"memory", "pids"} <= set(controllers):
+            roots.append(("v2", unified))
+        return roots
+    for controller in ("memory", "pids"):
+        if (unified / controller / "cgroup.procs").exists():
+            roots.append((f"v1-{controller}", unified / controller))
+    return roots
+
+
+def make_cgroups(name: str, limits: Limits) -> list[str]:
+    """Cgroups bounding memory and processes for one submission; [] where the grader may not make them."""
+    made: list[str] = []
+    try:
+        for version, root in _cgroup_roots():
+            group = root / name
+            group.mkdir()
+            made.append(str(group))
+            if version == "v2":
+                (group / "memory.max").write_text(str(limits.memory_mb * 2**20))
+                (group / "memory.swap.max").write_text("0")
+                (group / "pids.max").write_text(str(limits.processes))
+            elif version == "v1-memory":
+                (group / "memory.limit_in_bytes").write_text(str(limits.memory_mb * 2**20))
+            else:
+                (group / "pids.max").write_text(str(limits.processes))
+    except OSError:
+        remove_cgroups(made)
+        return []
+    return made
+
+
+def cgroup_pids(groups: list[str]) -> set[int]:
+    pids: set[int] = set()
+    for group in groups:
+        try:
+            pids |= {int(p) for p in (Path(group) / "cgroup.procs").read_text().split()}
+        except OSError:
+            pass
+    return pids
+
+
+def remove_cgroups(groups: list[str]) -> None:
+    for group in groups:
+        try:
+            os.rmdir(group)
+        except OSError:
+            pass
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The launcher: runs as the jail's first process, then becomes the walls and the command.
+
+
+def _apply_limits(spec: JailSpec) -> None:
+    limits = spec.limits
+    mb = 2**20
+
+    def cap(kind: int, value: int) -> None:
+        soft, hard = resource.getrlimit(kind)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(kind, (value, value))
+
+    cap(resource.RLIMIT_CPU, limits.cpu_seconds)
+    cap(resource.RLIMIT_FSIZE, limits.file_mb * mb)
+    cap(resource.RLIMIT_NOFILE, limits.open_files)
+    cap(resource.RLIMIT_CORE, 0)
+    if not spec.cgroups:
+        if not spec.gpu:
+            cap(resource.RLIMIT_AS, limits.memory_mb * mb)
+        # RLIMIT_NPROC counts every process of the real uid: leave room for the ones it already has.
+        uid = NOBODY if spec.isolation.kind == "uid" else os.getuid()
+        mine = sum(1 for p in Path("/proc").iterdir() if p.name.isdigit() and _owner(p) == uid)
+        cap(resource.RLIMIT_NPROC, mine + limits.processes)
+
+
+def _owner(proc: Path) -> int | None:
+    try:
+        return proc.stat().st_uid
+    except OSError:
+        return None
+
+
+def launch(spec: JailSpec, command: list[str]) -> None:
+    """Become the jail: join the cgroups, record the pid, apply the limits, drop privileges, exec. Never returns."""
+    for group in spec.cgroups:
+        (Path(group) / "cgroup.procs").write_text(str(os.getpid()))
+    if spec.pid_file:
+        with open(spec.pid_file, "a") as f:
+            f.write(f"{os.getpid()}\n")
+    try:
+        os.setsid()
+    except PermissionError:  # already a session leader
+        pass
+    _apply_limits(spec)
+    if spec.isolation.kind == "bwrap":
+        argv = bwrap_argv(spec, command)
+    else:
+        argv = command
+        if spec.isolation.kind == "uid":
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+        os.chdir(spec.scratch)
+    os.execvpe(argv[0], argv, jail_env(spec))
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# One submission's walls.
+
+
+class Walls:
+    """The jails of one submission: the isolation, the limits, the cgroup, and the kill of everything at the end.
+
+    ``with Walls(isolation, limits, gpu, package_dir) as walls: walls.popen([...])``. `spec_path` passes the walls to
+    another trusted process (the hidden tests' pytest), which reopens them with `Walls.reopen`.
+    """
+
+    def __init__(self, isolation: Isolation, limits: Limits, gpu: bool, package_dir: Path,
+                 work: Path | None = None):
+        self.isolation, self.limits, self.gpu = isolation, limits, gpu
+        self.package_dir = Path(package_dir).resolve()
+        self.work = Path(work) if work else Path(tempfile.mkdtemp(prefix="cutecourse-walls-"))
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.owned = work is None
+        self.name = f"cutecourse-{uuid.uuid4().hex[:12]}"
+        self.cgroups = make_cgroups(self.name, limits) if isolation.kind != "none" else []
+        # Decided once, here: a process that reopens the walls (pytest, with test folders on its sys.path) keeps them.
+        self.python_paths, self.pythonpath = python_paths(self.package_dir)
+        self.pid_file = self.work / "pids"
+        self.pid_file.touch()
+        self.spec_path = self.work / "walls.json"
+        self._spec(self.work).dump(self.spec_path)
+        self._jails = 0
+
+    @classmethod
+    def reopen(cls, spec_path: str) -> "Walls":
+        spec = JailSpec.load(spec_path)
+        walls = cls.__new__(cls)
+        walls.isolation, walls.limits, walls.gpu = spec.isolation, spec.limits, spec.gpu
+        walls.package_dir = Path(spec.package_dir)
+        walls.work = Path(spec_path).parent
+        walls.owned = False
+        walls.name = spec.marker
+        walls.cgroups = spec.cgroups
+        walls.python_paths, walls.pythonpath = spec.python_paths, spec.pythonpath
+        walls.pid_file = Path(spec.pid_file)
+        walls.spec_path = Path(spec_path)
+        walls._jails = 0
+        return walls
+
+    def _spec(self, scratch: Path, writable: list[str] | None = None, env: dict[str, str] | None = None) -> JailSpec:
+        return JailSpec(self.isolation, self.limits, self.gpu, str(scratch), str(self.package_dir),
+                        self.python_paths, self.pythonpath, self.cgroups, str(self.pid_file), writable or [], self.name,
+                        env or {})
+
+    def scratch(self, label: str) -> Path:
+        """A fresh private folder for one jail (its only writable place besides /tmp)."""
+        self._jails += 1
+        folder = Path(tempfile.mkdtemp(prefix=f"{label}-{os.getpid()}-{self._jails}-", dir=self.work))
+        if self.isolation.kind == "uid":
+            os.chown(folder, NOBODY, NOBODY)
+        folder.chmod(0o700)
+        return folder
+
+    def command(self, command: list[str], scratch: Path, writable: list[str] | None = None,
+                env: dict[str, str] | None = None) -> list[str]:
+        """The command line that runs `command` inside a jail with this `scratch` folder (and these variables)."""
+        spec_path = scratch.with_suffix(".json")
+        self._spec(scratch, writable, env).dump(spec_path)
+        return [sys.executable, "-m", "cutecourse.grading.isolation", str(spec_path), "--", *command]
+
+    def popen(self, command: list[str], scratch: Path, env: dict[str, str] | None = None,
+              **kw: Any) -> subprocess.Popen:
+        return subprocess.Popen(self.command(command, scratch, env=env), **kw)
+
+    def pids(self) -> set[int]:
+        """Processes of this submission that are alive."""
+        alive = cgroup_pids(self.cgroups)
+        for line in self.pid_file.read_text().split():
+            pid = int(line)
+            if _alive(pid):
+                alive.add(pid)
+                alive |= _namespace_members(pid)
+        alive |= _marked(self.name)
+        return alive
+
+    def kill(self, timeout: float = 10.0) -> None:
+        """Kill every process of this submission; return once none is left (or raise after `timeout`)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            alive = self.pids() - {os.getpid()}
+            if not alive:
+                return
+            for pid in alive:
+                for kill in (os.killpg, os.kill):
+                    try:
+                        kill(pid, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError, OSError):
+                        pass
+            _reap()
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"learner processes {sorted(alive)[:8]} survived SIGKILL for {timeout:g} s")
+            time.sleep(0.05)
+
+    def close(self) -> None:
+        self.kill()
+        remove_cgroups(self.cgroups)
+        if self.owned:
+            shutil.rmtree(self.work, ignore_errors=True)
+
+    def __enter__(self) -> "Walls":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _reap() -> None:
+    """Collect this process's dead children, so that they stop counting as alive."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _pid_namespace(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return None
+
+
+def _namespace_members(pid: int) -> set[int]:
+    """The processes in the PID namespaces under `pid` (a jail's bwrap): its descendants, by parent links."""
+    children: dict[int, list[int]] = {}
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                ppid = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(proc.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found and _alive(child):
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _marked(marker: str) -> set[int]:
+    """Processes whose environment carries this submission's marker (those that left their process group)."""
+    if not marker:
+        return set()
+    needle = f"CUTECOURSE_JAIL={marker}".encode()
+    found = set()
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit() and int(proc.name) != os.getpid():
+            try:
+                if needle in (proc / "environ").read_bytes().split(b"\0") and _alive(int(proc.name)):
+                    found.add(int(proc.name))
+            except OSError:
+                pass
+    return found
+
+
+if __name__ == "__main__":
+    spec_file, separator, *cmd = sys.argv[1:]
+    assert separator == "--" and cmd, "usage: python -m cutecourse.grading.isolation SPEC -- COMMAND..."
+    launch(JailSpec.load(spec_file), cmd)

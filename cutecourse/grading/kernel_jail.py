@@ -1,0 +1,66 @@
+"""pytest plugin for the grader's nbval run (``-p cutecourse.grading.kernel_jail``): the notebook's kernel in a jail.
+
+nbval and this plugin are the grader's, outside the jail; the kernel they drive runs the learner's code inside it
+(its command is the grader's jailed ``kernel.json``). The jail has a network namespace of its own, so the kernel
+talks over Unix sockets (Jupyter's ``ipc`` transport) in a folder both sides see. And nbval is made to notice a dead
+kernel at once, instead of waiting out the cell timeout, and to stop a kernel that floods it with output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from queue import Empty
+from typing import Any
+
+import nbval.kernel
+from jupyter_client.manager import KernelManager
+from jupyter_core.paths import jupyter_runtime_dir
+
+#: The most output (in bytes of messages) a learner's notebook may send; past it the kernel is killed.
+MAX_OUTPUT_BYTES = 16 * 2**20
+_POLL_S = 0.25
+
+
+class JailedKernelManager(KernelManager):
+    """A kernel manager whose kernel listens on Unix sockets: TCP cannot cross into the jail's network namespace."""
+
+    def __init__(self, **kwargs: Any):
+        # The connection file and the sockets' path prefix in the runtime folder the jail shares (by default the file
+        # goes to this side's /tmp, which the jail does not see, and a relative prefix resolves differently inside).
+        stem = os.path.join(jupyter_runtime_dir(), f"kernel-{uuid.uuid4().hex[:12]}")
+        kwargs.setdefault("transport", "ipc")
+        kwargs.setdefault("connection_file", stem + ".json")
+        kwargs.setdefault("ip", stem + "-ipc")
+        super().__init__(**kwargs)
+
+
+class KernelGone(RuntimeError):
+    """The learner's kernel died or was stopped; the cell fails, and the next ones fail at once."""
+
+
+def _get_message(self: nbval.kernel.RunningKernel, stream: str, timeout: float | None = None) -> dict[str, Any]:
+    deadline = None if timeout is None else time.monotonic() + timeout
+    while True:
+        if not self.km.is_alive():
+            raise KernelGone("the notebook's kernel died (the learner's code ended its process)")
+        wait = _POLL_S if deadline is None else min(_POLL_S, max(0.0, deadline - time.monotonic()))
+        try:
+            msg = _original_get_message(self, stream, timeout=wait)
+        except Empty:
+            if deadline is not None and time.monotonic() >= deadline:
+                raise
+            continue
+        self.output_bytes = getattr(self, "output_bytes", 0) + len(json.dumps(msg.get("content"), default=str))
+        if self.output_bytes > MAX_OUTPUT_BYTES:
+            self.km.shutdown_kernel(now=True)
+            raise KernelGone(f"the notebook sent more than {MAX_OUTPUT_BYTES >> 20} MiB of output; the kernel was "
+                             f"stopped")
+        return msg
+
+
+_original_get_message = nbval.kernel.RunningKernel.get_message
+nbval.kernel.KernelManager = JailedKernelManager
+nbval.kernel.RunningKernel.get_message = _get_message
