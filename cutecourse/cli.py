@@ -41,27 +41,29 @@ def _build(args: argparse.Namespace) -> int:
 def _grade(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from cutecourse.grading import grader, reports
+    from cutecourse.grading import grader, isolation, reports
 
     course = grader.Course.at(args.course, args.hidden)
     if args.classroom:
         print(classroom_workflow(args.submissions, course))
         return 0
+    try:
+        isolation.choose(args.isolation, course.deny(), course.read_only())
+    except isolation.IsolationError as exc:
+        print(f"cutecourse grade: {exc}", file=sys.stderr)
+        return 2
     results = []
     for submission in args.submissions:
         report = grader.grade(submission, course, nbval=not args.hidden_only, hidden=not args.nbval,
-                              timeout=args.timeout)
-        if args.exercise:
-            report = report.only(args.exercise)
-            if not report.tests:
-                print(f"--exercise {args.exercise}: no such exercise in {submission}")
-                return 2
+                              timeout=args.timeout, lesson=args.lesson, exercise=args.exercise,
+                              isolation_kind=args.isolation, gpu_elsewhere=args.gpu_graded_elsewhere)
         print(reports.summary(report))
         results.append(report)
     for path in reports.write(results, Path(args.out)):
         print(f"wrote {path}")
-    # GitHub Classroom's command grader reads the exit code: 0 only when every runnable test passed.
-    return 0 if all(r.score == r.max_score for r in results) else 1
+    # CI steps read the exit code: 0 only when every point of the maximum was earned here (tests not run count
+    # toward the maximum, unless --gpu-graded-elsewhere leaves the GPU ones to another grader).
+    return 0 if all(r.tests and r.score == r.max_score for r in results) else 1
 
 
 def classroom_workflow(submissions: list[str], course: "object") -> str:
@@ -69,14 +71,13 @@ def classroom_workflow(submissions: list[str], course: "object") -> str:
     from pathlib import Path
 
     from cutecourse.grading import grader
-    from cutecourse.grading import notebook as nbio
 
     where = "" if course.root == Path.cwd().resolve() else f" --course {course.root}"
     if course.hidden != course.root / "tests" / "hidden":
         where += f" --hidden {course.hidden}"
     steps = []
     for submission in submissions:
-        lesson = grader.lesson_of(Path(submission), nbio.load(submission), course)
+        lesson = grader.lesson_of(Path(submission), course)
         for exercise, points in grader.exercise_points(course, lesson).items():
             slug = f"{lesson}-{exercise}".replace(".", "-").replace("_", "-")
             steps.append(f"""      - name: {lesson} exercise {exercise}
@@ -110,8 +111,15 @@ def main(argv: list[str] | None = None) -> int:
     only = grade.add_mutually_exclusive_group()
     only.add_argument("--nbval", action="store_true", help="only the check cells, through nbval")
     only.add_argument("--hidden-only", action="store_true", help="only the hidden tests")
-    grade.add_argument("--timeout", type=float, default=120.0, help="seconds per test (default 120)")
-    grade.add_argument("--exercise", help="report (and set the exit code) for one exercise, e.g. 2.3")
+    grade.add_argument("--timeout", type=float, default=120.0,
+                       help="seconds per test (default 120); the whole grade gets this times the number of tests")
+    grade.add_argument("--exercise", help="grade one exercise only (its report and exit code), e.g. 2.3")
+    grade.add_argument("--lesson", help="the lesson the submissions answer, e.g. 02_layouts (default: the file name)")
+    grade.add_argument("--isolation", default="auto", choices=("auto", "bwrap", "uid", "none"),
+                       help="how learner code is walled in: auto (bubblewrap, else an unprivileged uid where safe), "
+                            "or none (only to check your own notebook on your own machine)")
+    grade.add_argument("--gpu-graded-elsewhere", action="store_true",
+                       help="leave GPU tests this machine cannot run out of the maximum (a GPU grader awards them)")
     grade.add_argument("--classroom", action="store_true",
                        help="print GitHub Classroom autograding steps, one per exercise, and exit")
     grade.set_defaults(run=_grade)
