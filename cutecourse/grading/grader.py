@@ -537,6 +537,9 @@ def grade(submission: str | Path, course: Course, nbval: bool = True, hidden: bo
             checks_part = grade_checks(g, report.notes) if nbval else []
             report.tests = checks_part + (hidden_part.result() if hidden_part else [])
         walls.kill()  # nothing of the submission runs while its report is made
+        if walls.over_memory:
+            report.notes.append(f"the submission went over its {limits.memory_mb} MiB of memory: all its processes "
+                                f"were killed")
     changed = sorted(k for k, v in fingerprint(course).items() if before.get(k) != v) + sorted(set(before) - set(
         fingerprint(course)))
     if changed:

@@ -35,6 +35,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -424,6 +425,11 @@ class Walls:
         self.spec_path = self.work / "walls.json"
         self._spec(self.work).dump(self.spec_path)
         self._jails = 0
+        #: Set when the submission went over its memory and everything was killed.
+        self.over_memory = False
+        self._closing = threading.Event()
+        if isolation.kind != "none" and not any("memory" in g for g in self.cgroups):
+            threading.Thread(target=self._watch_memory, daemon=True).start()
 
     @classmethod
     def reopen(cls, spec_path: str) -> "Walls":
@@ -439,12 +445,21 @@ class Walls:
         walls.pid_file = Path(spec.pid_file)
         walls.spec_path = Path(spec_path)
         walls._jails = 0
+        walls.over_memory, walls._closing = False, threading.Event()
         return walls
 
     def _spec(self, scratch: Path, writable: list[str] | None = None, env: dict[str, str] | None = None) -> JailSpec:
         return JailSpec(self.isolation, self.limits, self.gpu, str(scratch), str(self.package_dir),
                         self.python_paths, self.pythonpath, self.cgroups, str(self.pid_file), writable or [], self.name,
                         env or {})
+
+    def _watch_memory(self) -> None:
+        """Without a memory cgroup: the submission's resident memory, summed over its processes, twice a second."""
+        limit = self.limits.memory_mb * 2**20
+        while not self._closing.wait(0.5):
+            if sum(_resident(pid) for pid in self.pids()) > limit:
+                self.over_memory = True
+                self.kill()
 
     def scratch(self, label: str) -> Path:
         """A fresh private folder for one jail (its only writable place besides /tmp)."""
@@ -496,6 +511,7 @@ class Walls:
             time.sleep(0.05)
 
     def close(self) -> None:
+        self._closing.set()
         self.kill()
         remove_cgroups(self.cgroups)
         if self.owned:
@@ -506,6 +522,14 @@ class Walls:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _resident(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 def _alive(pid: int) -> bool:
@@ -570,6 +594,6 @@ def _marked(marker: str) -> set[int]:
 
 
 if __name__ == "__main__":
-    spec_file, separator, *cmd = sys.argv[1:]
-    assert separator == "--" and cmd, "usage: python -m cutecourse.grading.isolation SPEC -- COMMAND..."
-    launch(JailSpec.load(spec_file), cmd)
+    if len(sys.argv) < 4 or sys.argv[2] != "--":
+        sys.exit("usage: python -m cutecourse.grading.isolation SPEC.json -- COMMAND [ARG...] (the grader runs this)")
+    launch(JailSpec.load(sys.argv[1]), sys.argv[3:])

@@ -1,0 +1,102 @@
+"""The walls: which isolation is chosen and when the grader refuses, what a jail may bind, and the limits that hold
+per submission whether or not there is a cgroup."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cutecourse.grading import isolation
+from cutecourse.grading.sandbox import Learner, LearnerError
+
+from .conftest import ROOT, jailed
+
+PACKAGE = ROOT / "cutecourse"
+
+
+def test_an_unknown_or_missing_isolation_is_refused_with_what_to_install(monkeypatch):
+    with pytest.raises(isolation.IsolationError, match="not one of auto, bwrap, uid, none"):
+        isolation.choose("chroot")
+    monkeypatch.setenv(isolation.BWRAP_ENV, "/nonexistent/bwrap")
+    monkeypatch.setattr(isolation, "_CHOSEN", {})
+    with pytest.raises(isolation.IsolationError, match="apt-get install bubblewrap"):
+        isolation.choose("bwrap")
+
+
+def test_without_bubblewrap_the_uid_fallback_needs_answers_it_cannot_read(monkeypatch, tmp_path):
+    monkeypatch.setattr(isolation, "_CHOSEN", {})
+    monkeypatch.setattr(isolation, "_bwrap_binary", lambda: None)
+    readable = tmp_path / "hidden"
+    readable.mkdir(mode=0o755)
+    (readable / "test_x.py").write_text("secret")
+    (readable / "test_x.py").chmod(0o644)
+    # Refused, with the reason: the answers are readable by uid 65534 (or, as on a machine whose Python lives in
+    # root's home, that uid cannot even run Python; or the grader is not root).
+    cannot = "did not run|not root"
+    with pytest.raises(isolation.IsolationError, match=f"uid 65534 can read {readable}|{cannot}"):
+        isolation.choose("auto", [str(readable)], [])
+    readable.chmod(0o700)
+    monkeypatch.setattr(isolation, "_CHOSEN", {})
+    try:
+        chosen = isolation.choose("auto", [str(readable)], [])
+    except isolation.IsolationError as exc:
+        assert "can read" not in str(exc) and "apt-get install bubblewrap" in str(exc)
+    else:
+        assert chosen.kind == "uid" and "bubblewrap unavailable" in chosen.detail
+    assert isolation.choose("none").kind == "none"
+
+
+def test_a_folder_inside_a_checkout_is_never_bound_but_its_package_is():
+    hidden = ROOT / "tests" / "grading" / "demo" / "hidden"
+    assert isolation._binding(str(hidden)) is None  # pytest puts test folders on sys.path
+    assert isolation._binding(str(ROOT)) == str(PACKAGE)
+    assert isolation._binding(sys.prefix) == str(Path(sys.prefix).resolve())
+    binds, imports = isolation.python_paths(PACKAGE)
+    assert not any(b == str(ROOT) or b.startswith(str(ROOT / "tests")) for b in binds)
+
+
+@pytest.mark.skipif(not jailed(), reason="needs bubblewrap")
+def test_without_a_memory_cgroup_the_watchdog_bounds_the_whole_submission(monkeypatch):
+    monkeypatch.setattr(isolation, "make_cgroups", lambda name, limits: [])
+    # gpu=True: no per-process address-space limit (CUDA would need more), so only the watchdog stands.
+    walls = isolation.Walls(isolation.choose(), isolation.Limits(memory_mb=400), gpu=True, package_dir=PACKAGE)
+    cells = [{"label": "exercise 1", "exercise": "1", "source": (
+        "import time\n"
+        "def hog():\n"
+        "    block = bytearray(900 << 20)\n"
+        "    for i in range(0, len(block), 4096):\n"
+        "        block[i] = 1\n"
+        "    time.sleep(5)\n"
+        "    return 'held'\n")}]
+    with walls, Learner(cells, walls, timeout=30) as process:
+        with pytest.raises(LearnerError, match="SIGKILL"):
+            process.call("hog")
+        assert walls.over_memory
+
+
+@pytest.mark.skipif(not jailed(), reason="needs bubblewrap")
+def test_killing_the_walls_leaves_no_process_even_without_a_cgroup(monkeypatch):
+    monkeypatch.setattr(isolation, "make_cgroups", lambda name, limits: [])
+    walls = isolation.Walls(isolation.choose(), isolation.Limits(), gpu=False, package_dir=PACKAGE)
+    with walls:
+        daemon = ("import os, time, signal\n"
+                  "if os.fork() == 0:\n"
+                  "    os.setsid(); signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+                  "    time.sleep(600)\n"
+                  "time.sleep(600)\n")
+        process = walls.popen([sys.executable, "-c", daemon], walls.scratch("daemon"))
+        time.sleep(2)
+        assert len(walls.pids()) >= 2
+        walls.kill()
+        assert walls.pids() == set()
+        assert process.wait(timeout=5) != 0
+
+
+def test_the_launcher_refuses_a_bad_command_line():
+    run = subprocess.run([sys.executable, "-m", "cutecourse.grading.isolation", "spec.json"], capture_output=True,
+                         text=True)
+    assert run.returncode != 0 and "usage" in run.stderr.lower()
