@@ -69,8 +69,12 @@ def _as_cute(t: Any, vector: int) -> Any:
         return launch.cute_tensor(t, divisibility=(1, vector), vector=vector)
     from cutlass.cute.runtime import from_dlpack
 
-    x = from_dlpack(t, assumed_align=vector * t.element_size())
-    return x.mark_compact_shape_dynamic(mode=t.dim() - 1, divisibility=vector)
+    x = from_dlpack(t, assumed_align=vector * t.element_size(), use_32bit_stride=True)
+    order = tuple(range(t.dim()))  # row-major: the last mode is the contiguous one
+    for mode in order:
+        x = x.mark_compact_shape_dynamic(mode=mode, stride_order=order,
+                                         divisibility=vector if mode == t.dim() - 1 else 1)
+    return x
 
 
 def _stand_ins(examples: list[Any], vector: int, device: str | None) -> list[Any]:

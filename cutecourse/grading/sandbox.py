@@ -31,6 +31,7 @@ import importlib.util
 import json
 import linecache
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -208,6 +209,9 @@ def _deny(folders: list[str], files: tuple[str, ...] = (), block_ctypes: bool = 
     sys.addaudithook(hook)
 
 
+_COLOURS = re.compile(r"\x1b\[[0-9;]*m")
+
+
 class Forbidden(PermissionError):
     """Raised by a function the exercise asks the learner to write by hand."""
 
@@ -275,12 +279,13 @@ def _bindings(value: Any) -> list[tuple[Any, str]]:
     return found
 
 
-def _describe(exc: BaseException) -> str:
-    """One line about an exception, even for those whose str() is empty (the DSL's errors often are)."""
-    text = str(exc).strip() or next((line.strip() for line in reversed(
+def describe(exc: BaseException) -> str:
+    """One line about an exception, even for those whose str() is empty (the DSL's errors often are), without the
+    terminal colours the DSL puts in its messages; the DSL's first lines ("error: ...") joined by " / "."""
+    text = _COLOURS.sub("", str(exc)).strip() or next((line.strip() for line in reversed(
         traceback.format_exception_only(type(exc), exc)) if line.strip()), "")
-    first = next((line for line in text.splitlines() if line.strip()), repr(exc))
-    return f"{type(exc).__name__}: {first[:300]}"
+    lines = [line.strip() for line in text.splitlines() if line.strip()] or [repr(exc)]
+    return f"{type(exc).__name__}: {' / '.join(lines[:3])[:300]}"
 
 
 def _record_checks() -> types.ModuleType:
@@ -302,7 +307,7 @@ def _record_checks() -> types.ModuleType:
                     value, outputs = execute(fn, case, spec["via"], spec["options"])
                     results.append({"ok": True, "value": encode(value), "outputs": [encode(o) for o in outputs]})
                 except Exception as exc:  # noqa: BLE001 - a failing answer is recorded, not raised
-                    results.append({"ok": False, "error": _describe(exc)})
+                    results.append({"ok": False, "error": describe(exc)})
                     break
             if records:
                 Path(records, f"{name}.json").write_text(json.dumps(results))
@@ -347,7 +352,7 @@ def _serve(spec: dict[str, Any]) -> None:
             exec(compile(cell["source"], filename, "exec"), namespace)
         except BaseException as exc:  # noqa: BLE001 - a learner's SystemExit is also just a failed cell
             if cell.get("exercise"):
-                errors[cell["exercise"]] = _describe(exc)
+                errors[cell["exercise"]] = describe(exc)
     channel.write(json.dumps({"ready": True, "errors": errors}) + "\n")
     for line in sys.stdin:
         request = json.loads(line)
@@ -358,7 +363,7 @@ def _serve(spec: dict[str, Any]) -> None:
             value, outputs = execute(fn, request["args"], request.get("via", "call"), request.get("options"))
             reply = {"ok": True, "value": encode(value), "outputs": [encode(o) for o in outputs]}
         except BaseException as exc:  # noqa: BLE001
-            reply = {"ok": False, "error": _describe(exc)}
+            reply = {"ok": False, "error": describe(exc)}
         channel.write(json.dumps(reply) + "\n")
 
 

@@ -52,8 +52,6 @@ def row_major_strides(shape):
 
 
 ROOT = Path(__file__).resolve().parents[2]
-#: Whether nbval can run here: where it cannot (no jupyter, e.g. the GPU host), the check cells are "not run".
-NBVAL = grader.nbval_available() is None
 
 
 def statuses(report: grader.Report) -> dict[str, str]:
@@ -62,18 +60,10 @@ def statuses(report: grader.Report) -> dict[str, str]:
 
 
 def assert_failed(report: grader.Report, hidden: list[str], checks: list[str]) -> None:
-    """Every named hidden test failed, and every named check too where nbval runs."""
+    """Every named hidden test failed, and every named check too."""
     state = statuses(report)
-    expected = {f"hidden test_{t}" for t in hidden} | ({f"check {c}" for c in checks} if NBVAL else set())
+    expected = {f"hidden test_{t}" for t in hidden} | {f"check {c}" for c in checks}
     assert {n: state.get(n) for n in expected} == {n: grader.FAILED for n in expected}, reports.summary(report)
-
-
-def assert_last_column_caught(report: grader.Report, exercise: str, hidden: str, check: str, ptx_check: str) -> None:
-    """A kernel that never writes the last column fails its GPU check and hidden test; its PTX check cannot see the
-    bug (and is "not run" on a GPU host without jupyter), so the exercise keeps only the PTX check's point."""
-    assert_failed(report, [hidden], [check])
-    assert statuses(report).get(f"check {ptx_check}") == (grader.PASSED if NBVAL else grader.NOT_RUN)
-    assert report.exercises()[exercise][0] == (1.0 if NBVAL else 0.0)
 
 
 def lesson_solution(lesson: str, exercise: str) -> str:
@@ -86,23 +76,6 @@ def grade_lesson(tmp_path: Path, lesson: str, answers: dict[str, str], timeout: 
     path = tmp_path / f"{lesson}.ipynb"
     nbio.dump(build.filled(nbio.load(ROOT / "exercises" / f"{lesson}.ipynb"), answers), path)
     return grader.grade(path, grader.Course.at(ROOT), timeout=timeout)
-
-
-def without_predicate(source: str) -> str:
-    """A predicated kernel's answer with its predicate removed: right on whole tiles, out of bounds at the edges."""
-    lines = [line for line in source.splitlines(keepends=True)
-             if "pred = cute.make_rmem_tensor" not in line and "cute.size(pred)" not in line
-             and "pred[i] = " not in line]
-    out = "".join(lines).replace(", pred=pred)", ")")
-    assert "pred" not in out.replace("predicat", ""), "the solution's predicate changed shape; update this helper"
-    return out
-
-
-def one_column_short(source: str, coords: str) -> str:
-    """A predicated kernel's answer whose bound stops one column early: the last column is never written."""
-    right = f"cute.elem_less({coords}[i], shape)"
-    assert right in source, f"the solution no longer has {right!r}; update this helper"
-    return source.replace(right, f"cute.elem_less({coords}[i], (shape[0], shape[1] - 1))")
 
 
 def jailed() -> bool:

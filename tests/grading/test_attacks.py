@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
 import sysconfig
 import time
@@ -318,7 +317,6 @@ def test_a_kernel_answer_that_is_more_than_kernel_code_is_refused_before_it_runs
 
 def test_without_the_walls_the_same_attack_reads_the_answers(demo_course, make_submission):
     """The suite can fail: with --isolation none (only an audit hook), reading the answers works and scores."""
-    secret = str(HIDDEN_FILE)
     answer = f"""
 import os
 _d = os.open({str(DEMO)!r}, os.O_RDONLY)  # the folder above the denied one, then a path relative to it

@@ -1,6 +1,6 @@
 """Lesson 3 (tensors, views, thread partitioning): a partly right submission scores exactly its points, and every
-check and hidden test fails on a wrong answer. The GPU test at the end grades a transpose kernel that never writes
-the last column and shows that the GPU check and the hidden kernel test both fail it."""
+check and hidden test fails on a wrong answer. (The kernel exercise 3.2 has its own tests, in
+test_kernel_exercises.py.)"""
 
 from __future__ import annotations
 
@@ -9,11 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from cutecourse import env
 from cutecourse.grading import checks, grader, reports
 
-from .conftest import (NBVAL, assert_failed, assert_last_column_caught, grade_lesson, lesson_solution,
-                       one_column_short, without_predicate)
+from .conftest import assert_failed, grade_lesson, lesson_solution
 
 LESSON = "03_tensors_partitioning"
 
@@ -28,11 +26,6 @@ def submit(tmp_path: Path, answers: dict[str, str]) -> grader.Report:
     return grade_lesson(tmp_path, LESSON, answers, timeout=120)
 
 
-# No predicate: right for shapes that are multiples of 32, out of bounds on the edge tiles of any other.
-NO_PREDICATE = without_predicate(solution("3.2"))
-# The predicate's bound is one column short: the last column of S (last row of D) is never written.
-LAST_COLUMN_LOST = one_column_short(solution("3.2"), "thr_c")
-
 # Each wrong answer makes one classic mistake; the check's hint points at it.
 WRONG = {
     # the thread's coordinate as if the thread layout were always row-major
@@ -42,7 +35,6 @@ def thread_coords(tile_shape, thr_shape, thr_stride, tid):
     r, c = divmod(tid, b)
     return [(r + a * i, c + b * j) for j in range(N // b) for i in range(M // a)]
 """,
-    "3.2": NO_PREDICATE,
     # counts elements as if each were one 4-byte word
     "3.3": """
 def smem_bank(m, n, col_stride, element_bits):
@@ -98,30 +90,11 @@ def thread_coords(tile_shape, thr_shape, thr_stride, tid):
     assert line.startswith("✗ thread_coords: ") and "listed twice" in line, line
 
 
-def test_the_ptx_check_fails_a_kernel_without_predicate(capsys, tmp_path):
-    import importlib.util
-
-    path = tmp_path / "wrong_kernel.py"  # the DSL reads a kernel's source: it must live in a file
-    path.write_text(WRONG["3.2"])
-    spec = importlib.util.spec_from_file_location("wrong_kernel", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    assert checks.naive_ptx(module.naive_ptx) is False
-    line = capsys.readouterr().out
-    assert line.startswith("✗ naive_ptx: ") and "predicate" in line, line
-
-
 def test_partly_right_submission_scores_exactly_its_points(tmp_path):
-    # 3.1 right (check + hidden), 3.2 right (only its CPU check runs here), 3.3 hard-coded (check only), 3.4 wrong.
-    report = submit(tmp_path, {"3.1": solution("3.1"), "3.2": solution("3.2"), "3.3": HARD_CODED_3_3,
-                               "3.4": WRONG["3.4"]})
-    got = {e: report.exercises()[e][0] for e in ("3.1", "3.2", "3.3", "3.4")}
-    check = 1.0 if NBVAL else 0.0
-    gpu = env.gpu_missing(80) is None
-    expected = {"3.1": 2 + check, "3.2": check, "3.3": check, "3.4": 0.0}
-    if gpu:
-        expected["3.2"] = 2 * check + 3
-    assert got == expected, reports.summary(report)
+    # 3.1 right (check + hidden), 3.3 hard-coded (check only), 3.4 wrong.
+    report = submit(tmp_path, {"3.1": solution("3.1"), "3.3": HARD_CODED_3_3, "3.4": WRONG["3.4"]})
+    got = {e: report.exercises()[e][0] for e in ("3.1", "3.3", "3.4")}
+    assert got == {"3.1": 3.0, "3.3": 1.0, "3.4": 0.0}, reports.summary(report)
 
 
 def test_every_check_and_hidden_test_fails_on_a_wrong_answer(tmp_path):
@@ -129,17 +102,4 @@ def test_every_check_and_hidden_test_fails_on_a_wrong_answer(tmp_path):
     assert report.score == 0, reports.summary(report)
     assert_failed(report, ["thread_coords_on_random_tiles_and_thread_layouts", "smem_bank_on_random_elements",
                            "row_wavefronts_on_random_tiles_and_paddings"],
-                  ["thread_coords", "naive_ptx", "smem_bank", "row_wavefronts"])
-
-
-@pytest.mark.gpu(80)
-def test_gpu_check_and_hidden_test_fail_a_kernel_that_loses_the_last_column(tmp_path):
-    report = submit(tmp_path, {"3.2": LAST_COLUMN_LOST})
-    assert_last_column_caught(report, "3.2", "naive_transpose_on_random_shapes_and_dtypes", "transpose_naive",
-                              "naive_ptx")
-
-
-@pytest.mark.gpu(80)
-def test_solution_kernel_scores_every_point_of_3_2_on_a_gpu(tmp_path):
-    report = submit(tmp_path, {"3.2": solution("3.2")})
-    assert report.exercises()["3.2"] == ((5.0, 5.0) if NBVAL else (3.0, 3.0)), reports.summary(report)
+                  ["thread_coords", "smem_bank", "row_wavefronts"])

@@ -1,6 +1,6 @@
 """Lesson 4 (tiled copy, vectorization, predication): a partly right submission scores exactly its points, and every
-check and hidden test fails on a wrong answer. The GPU test at the end grades a copy kernel whose predicate is one
-column short and shows that the GPU check and the hidden kernel test both fail it."""
+check and hidden test fails on a wrong answer. (The kernel exercise 4.2 has its own tests, in
+test_kernel_exercises.py.)"""
 
 from __future__ import annotations
 
@@ -9,11 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from cutecourse import env
 from cutecourse.grading import checks, grader, reports
 
-from .conftest import (NBVAL, assert_failed, assert_last_column_caught, grade_lesson, lesson_solution,
-                       one_column_short, without_predicate)
+from .conftest import assert_failed, grade_lesson, lesson_solution
 
 LESSON = "04_tiled_copy"
 
@@ -35,11 +33,6 @@ def with_body(exercise: str, body: str) -> str:
     return source[:start] + textwrap.indent(textwrap.dedent(body).strip("\n"), "    ") + "\n" + source[end:]
 
 
-# No predicate: right for shapes that are multiples of the 8x128 tile, out of bounds on the edge tiles of any other.
-NO_PREDICATE = without_predicate(solution("4.2"))
-# The predicate's bound is one column short: the last column of B is never written.
-LAST_COLUMN_LOST = one_column_short(solution("4.2"), "tAcA")
-
 # Each wrong answer makes one classic mistake; the check's hint points at it.
 WRONG = {
     # four values per thread whatever the dtype: right for fp32 only
@@ -49,7 +42,6 @@ WRONG = {
         tiler_mn, layout_tv = cute.make_layout_tv(thr_layout, val_layout)
         out.append((str(tiler_mn), str(layout_tv)))
     """),
-    "4.2": NO_PREDICATE,
     # one scalar per thread, warps along rows
     "4.3": """
 def split(tile_m, tile_n, dtype_bits, threads):
@@ -85,7 +77,7 @@ def test_the_hard_coded_answer_really_passes_only_the_visible_cases(tmp_path):
 
 
 @pytest.mark.parametrize("exercise, check, hint", [
-    ("4.1", "tv_for", "128 // 16"), ("4.2", "predicated_ptx", "predicate"), ("4.3", "split", "128-bit vector"),
+    ("4.1", "tv_for", "128 // 16"), ("4.3", "split", "128-bit vector"),
 ])
 def test_every_cpu_check_fails_a_wrong_answer_with_a_hint(capsys, tmp_path, exercise, check, hint):
     assert getattr(checks, check)(_function(WRONG[exercise], check, tmp_path)) is False
@@ -94,31 +86,14 @@ def test_every_cpu_check_fails_a_wrong_answer_with_a_hint(capsys, tmp_path, exer
 
 
 def test_partly_right_submission_scores_exactly_its_points(tmp_path):
-    # 4.1 right (check + hidden), 4.2 right (only its CPU check runs here), 4.3 hard-coded (check only).
-    report = submit(tmp_path, {"4.1": solution("4.1"), "4.2": solution("4.2"), "4.3": HARD_CODED_4_3})
-    got = {e: report.exercises()[e][0] for e in ("4.1", "4.2", "4.3")}
-    check = 1.0 if NBVAL else 0.0
-    expected = {"4.1": 2 + check, "4.2": check, "4.3": check}
-    if env.gpu_missing(80) is None:
-        expected["4.2"] = 2 * check + 3
-    assert got == expected, reports.summary(report)
+    # 4.1 right (check + hidden), 4.3 hard-coded (check only).
+    report = submit(tmp_path, {"4.1": solution("4.1"), "4.3": HARD_CODED_4_3})
+    got = {e: report.exercises()[e][0] for e in ("4.1", "4.3")}
+    assert got == {"4.1": 3.0, "4.3": 1.0}, reports.summary(report)
 
 
 def test_every_check_and_hidden_test_fails_on_a_wrong_answer(tmp_path):
     report = submit(tmp_path, WRONG)
     assert report.score == 0, reports.summary(report)
     assert_failed(report, ["tv_for_on_random_dtypes_and_shapes", "split_has_the_properties_on_random_tiles"],
-                  ["tv_for", "predicated_ptx", "split"])
-
-
-@pytest.mark.gpu(80)
-def test_gpu_check_and_hidden_test_fail_a_kernel_that_loses_the_last_column(tmp_path):
-    report = submit(tmp_path, {"4.2": LAST_COLUMN_LOST})
-    assert_last_column_caught(report, "4.2", "predicated_copy_on_random_shapes_and_dtypes", "copy_predicated",
-                              "predicated_ptx")
-
-
-@pytest.mark.gpu(80)
-def test_solution_kernel_scores_every_point_of_4_2_on_a_gpu(tmp_path):
-    report = submit(tmp_path, {"4.2": solution("4.2")})
-    assert report.exercises()["4.2"] == ((5.0, 5.0) if NBVAL else (3.0, 3.0)), reports.summary(report)
+                  ["tv_for", "split"])

@@ -1,6 +1,6 @@
-"""Hidden tests of lesson 3: local_partition by hand on random tiles and thread layouts, the learner's naive
-transpose kernel on random shapes (primes, ragged edges) in three dtypes with poisoned outputs, and the bank
-arithmetic of the padded shared-memory tile on random inputs.
+"""Hidden tests of lesson 3: local_partition by hand on random tiles and thread layouts, the learner's batched
+transpose kernel (its PTX for every dtype and arch; on a GPU random batches with ragged edges, primes, in three
+dtypes with poisoned outputs), and the bank arithmetic of the padded shared-memory tile on random inputs.
 
 References: the eager algebra (cutecourse.layout) for the partition, the input as torch casts it, transposed and
 compared exactly, for the kernel, the bank model of cutecourse.viz for banks and wavefronts.
@@ -28,22 +28,36 @@ def test_thread_coords_on_random_tiles_and_thread_layouts(learner):
         assert list(got) == want, f"thread_coords{(tile, thr_shape, thr_stride, tid)!r} gave {got!r}"
 
 
-SHAPES = [(1, 1), (1, 97), (31, 33), (32, 32), (97, 131), (257, 63), (1000, 8), (8, 1009)]
+BATCHES = [(1, 1, 1), (3, 1, 97), (2, 31, 33), (1, 32, 32), (2, 97, 131), (1, 257, 63), (5, 1000, 8), (2, 8, 1009)]
 _rng = random.Random(302)
-SHAPES += [(_rng.randint(1, 700), _rng.randint(1, 700)) for _ in range(4)]
+BATCHES += [(_rng.randint(1, 4), _rng.randint(1, 500), _rng.randint(1, 500)) for _ in range(4)]
+PTX = [(dtype, arch) for dtype in ("float32", "float16", "bfloat16") for arch in ("sm_80", "sm_90a")]
+
+
+def assert_ptx(learner, dtype: str, arch: str) -> None:
+    code, _ = learner.call("batched_host", *L.ptx_case(dtype, arch), via="ptx", timeout=300)
+    hint = L.ptx_hint(code, dtype)
+    assert hint is None, f"{dtype} on {arch}: {hint}"
+
+
+@pytest.mark.exercise("3.2", points=1)
+def test_batched_transpose_ptx_for_every_dtype_and_arch(learner):
+    for dtype, arch in PTX:
+        assert_ptx(learner, dtype, arch)
 
 
 @pytest.mark.exercise("3.2", points=3)
 @pytest.mark.gpu(80)
-def test_naive_transpose_on_random_shapes_and_dtypes(learner):
+def test_batched_transpose_on_random_batches_and_dtypes(learner):
     rng = np.random.default_rng(303)
     for dtype in ("float32", "float16", "bfloat16"):
-        for m, n in SHAPES:
-            x = rng.standard_normal((m, n)).astype(np.float32)
-            _, (out,) = learner.call("transpose_naive", sandbox.tensor(x, dtype), sandbox.poisoned((n, m), dtype),
-                                     timeout=120)
+        assert_ptx(learner, dtype, "sm_80")  # through shared memory, as asked: a copy of the 2-D kernel is not it
+        for b, m, n in BATCHES:
+            x = rng.standard_normal((b, m, n)).astype(np.float32)
+            _, (out,) = learner.call("batched_host", sandbox.tensor(x, dtype), sandbox.poisoned((b, n, m), dtype),
+                                     via="launch", timeout=120)
             hint = L.transpose_hint(rounded(x, dtype), out)  # exactly Sᵀ; NaN (the poison) = never written
-            assert hint is None, f"{dtype} {(m, n)}: {hint}"
+            assert hint is None, f"{dtype} {(b, m, n)}: {hint}"
 
 
 @pytest.mark.exercise("3.3", points=2)

@@ -1,17 +1,15 @@
 """Hidden tests of lesson 4: the TV layout of 128-bit copies on random dtypes and thread/value shapes, the learner's
-predicated copy kernel on random shapes (primes, ragged edges) in three dtypes with poisoned outputs, and the
-thread/value split of random tiles, judged by its properties (several answers are right).
+predicated, vectorized cast kernel (its PTX for both 16-bit dtypes and both archs; on a GPU random ragged shapes
+with poisoned outputs), and the thread/value split of random tiles, judged by its properties (several answers are
+right).
 
 References: the eager algebra (cutecourse.layout.make_layout_tv) for the TV layouts, torch for the copy.
 """
 
 import random
 
-import numpy as np
 import pytest
 
-from cutecourse.grading import sandbox
-from cutecourse.grading.checks import exact_hint, rounded
 from cutecourse.grading.checks import l04_tiled_copy as L
 
 CASES = 40
@@ -28,23 +26,34 @@ def test_tv_for_on_random_dtypes_and_shapes(learner):
         assert hint is None, f"tv_for{case!r} gave {got!r}: {hint}"
 
 
-SHAPES = [(1, 1), (1, 97), (7, 13), (8, 128), (31, 129), (97, 131), (257, 63), (1000, 8), (3, 1009)]
+SHAPES = [(1, 4), (1, 96), (7, 12), (8, 128), (31, 132), (97, 136), (257, 64), (1000, 8), (3, 1012)]
 _rng = random.Random(402)
-SHAPES += [(_rng.randint(1, 700), _rng.randint(1, 700)) for _ in range(4)]
+SHAPES += [(_rng.randint(1, 700), 4 * _rng.randint(1, 175)) for _ in range(4)]
+PTX = [(dtype, arch) for dtype in ("bfloat16", "float16") for arch in ("sm_80", "sm_90a")]
+
+
+def assert_ptx(learner, dtype: str, arch: str) -> None:
+    code, _ = learner.call("cast_host", *L.cast_ptx_case(dtype, arch), via="ptx", options={"vector": L.VECTOR},
+                           timeout=300)
+    hint = L.cast_ptx_hint(code)
+    assert hint is None, f"to {dtype} on {arch}: {hint}"
+
+
+@pytest.mark.exercise("4.2", points=1)
+def test_cast_ptx_for_both_dtypes_and_archs(learner):
+    for dtype, arch in PTX:
+        assert_ptx(learner, dtype, arch)
 
 
 @pytest.mark.exercise("4.2", points=3)
 @pytest.mark.gpu(80)
-def test_predicated_copy_on_random_shapes_and_dtypes(learner):
-    rng = np.random.default_rng(403)
-    for dtype in ("float32", "float16", "bfloat16"):
-        for m, n in SHAPES:
-            x = rng.standard_normal((m, n)).astype(np.float32)
-            _, (out,) = learner.call("copy_predicated", sandbox.tensor(x, dtype), sandbox.poisoned((m, n), dtype),
-                                     timeout=120)
-            want = rounded(x, dtype)  # torch's cast: a copy moves exactly these values
-            hint = exact_hint(want, out)  # exact, and NaN (the poison) counts as never written
-            assert hint is None, f"{dtype} {(m, n)}: {hint}"
+def test_cast_on_random_shapes_and_dtypes(learner):
+    for dtype in ("bfloat16", "float16"):
+        assert_ptx(learner, dtype, "sm_80")  # vectorized and predicated, as asked
+        for case in L.cast_cases(403 + len(dtype), [(shape, dtype) for shape in SHAPES]):
+            _, (out,) = learner.call("cast_host", *case, via="launch", options={"vector": L.VECTOR}, timeout=120)
+            hint = L.cast_hint(case, out)  # torch's rounding, exactly; NaN (the poison) counts as never written
+            assert hint is None, f"{dtype} {tuple(out.shape)}: {hint}"
 
 
 @pytest.mark.exercise("4.3", points=2)

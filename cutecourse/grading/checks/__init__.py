@@ -63,11 +63,11 @@ class Check:
             try:
                 value, outputs = call(case)
             except Exception as exc:  # noqa: BLE001 - any failure of the learner's code is a hint, not a crash
-                return f"{FAIL} {self.name}: {self.target}{_show(case)} raised {type(exc).__name__}: {exc}"
+                return f"{FAIL} {self.name}: {self.target}{_show(case)} raised {sandbox.describe(exc)}"
             try:
                 hint = self.judge(case, value, outputs)
             except Exception as exc:  # noqa: BLE001 - a judge that trips on an answer fails it; the report is kept
-                hint = f"the check could not judge {value!r} ({type(exc).__name__}: {exc}); tell your instructor"
+                hint = f"the check could not judge {value!r} ({sandbox.describe(exc)}); tell your instructor"
             if hint is not None:
                 return f"{FAIL} {self.name}: {self.target}{_show(case)}: {hint}"
         return f"{PASS} {self.name}: all {len(cases)} cases pass"
@@ -147,18 +147,25 @@ def rounded(x: Any, dtype: str) -> Any:
 PTX_CASES = [("float32", "sm_80"), ("bfloat16", "sm_80"), ("float16", "sm_90a")]
 
 
-def scalar_ptx_hint(code: Any, dtype: str, *, moves: str, unguarded: str, no_smem: bool = False) -> str | None:
+def scalar_ptx_hint(code: Any, dtype: str, *, moves: str, unguarded: str, smem: bool | None = None) -> str | None:
     """What is wrong with the PTX of a scalar copy kernel for `dtype` (None if nothing): 4 scalar global loads and 4
-    stores per thread, each guarded by a predicate, and with `no_smem` no shared memory. `moves` says how each
-    thread should move its elements and `unguarded` what to predicate: the lesson's words in the hints."""
+    stores per thread, each guarded by a predicate; with `smem` False no shared memory, with True through shared
+    memory and a barrier. `moves` says how each thread should move its elements and `unguarded` what to predicate:
+    the lesson's words in the hints."""
     from cutecourse.kernels import ptx
 
     if not isinstance(code, str) or ".entry" not in code:
         return f"expected the PTX text (a str with an .entry), got {type(code).__name__}"
     bits = {"float32": 32, "float16": 16, "bfloat16": 16}[dtype]
     loads, stores = ptx.count(code, f"ld.global.b{bits}"), ptx.count(code, f"st.global.b{bits}")
-    if no_smem and (ptx.count(code, "ld.shared") or ptx.count(code, "st.shared") or ptx.count(code, "bar.sync")):
+    shared = ptx.count(code, "ld.shared") + ptx.count(code, "st.shared")
+    if smem is False and (shared or ptx.count(code, "bar.sync")):
         return "the PTX uses shared memory or a barrier; the naive step copies global -> registers -> global only"
+    if smem and (not ptx.count(code, "st.shared") or not ptx.count(code, "ld.shared")):
+        return "the PTX never stores to and loads from shared memory: the tile must pass through sT"
+    if smem and not ptx.count(code, "bar.sync"):
+        return ("no barrier between writing the tile to shared memory and reading it back: a thread would read "
+                "elements another thread has not written yet (cute.arch.sync_threads())")
     if loads != 4 or stores != 4:
         return f"the PTX has {loads} ld.global.b{bits} and {stores} st.global.b{bits}; each of the 256 threads {moves}"
     if ptx.guarded(code) < loads + stores:
@@ -167,15 +174,17 @@ def scalar_ptx_hint(code: Any, dtype: str, *, moves: str, unguarded: str, no_sme
 
 
 def matrix_cases(seed: int, shapes: Any, transposed: bool = False) -> list[tuple[Any, ...]]:
-    """Kernel-check cases: for each ((m, n), dtype) a random-normal (m, n) input and a NaN-poisoned output, (m, n)
-    or, `transposed`, (n, m), as `sandbox` wire values."""
+    """Kernel-check cases: for each (shape, dtype) a random-normal input of that shape (a matrix, or a batch of
+    them) and a NaN-poisoned output of the same shape or, `transposed`, with its last two modes swapped, as
+    `sandbox` wire values."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
     cases = []
-    for (m, n), dtype in shapes:
-        x = rng.standard_normal((m, n)).astype(np.float32)
-        cases.append((sandbox.tensor(x, dtype), sandbox.poisoned((n, m) if transposed else (m, n), dtype)))
+    for shape, dtype in shapes:
+        x = rng.standard_normal(shape).astype(np.float32)
+        out = (*shape[:-2], shape[-1], shape[-2]) if transposed else tuple(shape)
+        cases.append((sandbox.tensor(x, dtype), sandbox.poisoned(out, dtype)))
     return cases
 
 
@@ -186,7 +195,7 @@ def input_of(case: tuple[Any, ...]) -> Any:
 
 
 def exact_hint(want: Any, got: Any) -> str | None:
-    """What is wrong with `got` against `want` (2-D numpy arrays; NaN in `got` = never written), or None."""
+    """What is wrong with `got` against `want` (numpy arrays of one shape; NaN in `got` = never written), or None."""
     import numpy as np
 
     want, got = np.asarray(want, dtype=np.float64), np.asarray(got, dtype=np.float64)
@@ -194,13 +203,13 @@ def exact_hint(want: Any, got: Any) -> str | None:
         return f"the output has shape {got.shape}, expected {want.shape}"
     unwritten = np.isnan(got)
     if unwritten.any():
-        i, j = np.argwhere(unwritten)[0]
-        return (f"{int(unwritten.sum())} of {got.size} outputs were never written (the first is out[{i}, {j}]); "
+        first = ", ".join(str(int(i)) for i in np.argwhere(unwritten)[0])
+        return (f"{int(unwritten.sum())} of {got.size} outputs were never written (the first is out[{first}]); "
                 f"is the predicate too strict, or a tile missing from the grid?")
     wrong = got != want
     if wrong.any():
-        i, j = np.argwhere(wrong)[0]
-        return f"{int(wrong.sum())} of {got.size} outputs are wrong (the first is out[{i}, {j}])"
+        first = ", ".join(str(int(i)) for i in np.argwhere(wrong)[0])
+        return f"{int(wrong.sum())} of {got.size} outputs are wrong (the first is out[{first}])"
     return None
 
 

@@ -1,5 +1,6 @@
-"""Checks of lesson 3 (tensors, views and thread partitioning): local_partition by hand, the naive transpose kernel
-(its PTX on a CPU, its results on a GPU), and the shared-memory bank arithmetic behind the padded tile.
+"""Checks of lesson 3 (tensors, views and thread partitioning): local_partition by hand, a batched transpose kernel
+through a padded shared-memory tile (its PTX on a CPU, its results on a GPU), and the shared-memory bank arithmetic
+behind the padded tile.
 
 The expected values come from the eager algebra (:mod:`cutecourse.layout`) and the bank model of
 :mod:`cutecourse.viz.banks`; the hidden tests (tests/hidden/test_03_tensors_partitioning.py) use the same references
@@ -12,6 +13,7 @@ import random
 from typing import Any
 
 import cutecourse.layout as eager
+from cutecourse.grading import sandbox
 from cutecourse.grading.checks import PTX_CASES, Check, exact_hint, input_of, matrix_cases, scalar_ptx_hint
 
 # --------------------------------------------------------------------------- 3.1 local_partition by hand
@@ -68,39 +70,52 @@ def _judge_partition(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> s
 
 thread_coords = Check("thread_coords", "thread_coords", _partition_cases, _judge_partition)
 
-# --------------------------------------------------------------------------- 3.2 the naive transpose kernel
+# --------------------------------------------------------------------------- 3.2 the batched transpose through smem
+
 
 def ptx_hint(code: Any, dtype: str) -> str | None:
-    """What is wrong with the naive step's PTX for `dtype` (None if nothing): 4 scalar loads and stores per thread,
-    each guarded by a predicate, and no shared memory."""
+    """What is wrong with the batched transpose's PTX for `dtype` (None if nothing): through a shared-memory tile
+    with a barrier, 4 scalar global loads and 4 stores per thread, each guarded by a predicate."""
     return scalar_ptx_hint(
-        code, dtype, no_smem=True,
-        moves="should move its share of the 32x32 tile with one scalar load and one scalar store per element",
+        code, dtype, smem=True,
+        moves="should read 4 elements of its matrix's 32x32 tile into shared memory and write 4 back out",
         unguarded="with M or N not a multiple of 32, threads of the edge tiles would read and write outside the "
-                  "matrices (use the identity tensor cS)")
+                  "matrices (compare each element's coordinate in cS with the shape)")
+
+
+def ptx_case(dtype: str, arch: str) -> tuple[Any, ...]:
+    """A PTX case: the arch, then stand-ins of a batch S (2, 64, 96) and its D (2, 96, 64), on the CPU."""
+    import numpy as np
+
+    zeros = np.zeros((2, 64, 96), dtype=np.float32)
+    return (arch, sandbox.tensor(zeros, dtype, "cpu"), sandbox.tensor(zeros.transpose(0, 2, 1), dtype, "cpu"))
 
 
 def _judge_ptx(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
-    return ptx_hint(value, case[0])
+    return ptx_hint(value, case[1]["$tensor"]["dtype"])
 
 
-naive_ptx = Check("naive_ptx", "naive_ptx", lambda: PTX_CASES, _judge_ptx)
+batched_ptx = Check("batched_ptx", "batched_host", lambda: [ptx_case(d, a) for d, a in PTX_CASES], _judge_ptx,
+                    via="ptx")
 
 
 def transpose_hint(src: Any, out: Any) -> str | None:
-    """What is wrong with `out` as the transpose of `src` (numpy arrays; NaN = never written), or None."""
+    """What is wrong with `out` as the batched transpose of `src` (B, M, N) (numpy; NaN = never written), or None."""
     import numpy as np
 
     src, got = np.asarray(src, dtype=np.float64), np.asarray(out, dtype=np.float64)
-    if got.shape == src.T.shape and not np.isnan(got).any() and not np.array_equal(got, src.T) \
-            and np.array_equal(got.reshape(-1), src.reshape(-1)):
-        return "the output holds S in row-major order, not Sᵀ: write through the column-major view of D"
-    return exact_hint(src.T, got)
+    want = src.transpose(0, 2, 1)
+    if got.shape == want.shape and not np.isnan(got).any() and not np.array_equal(got, want):
+        if np.array_equal(got.reshape(-1), src.reshape(-1)):
+            return "the output holds S in row-major order, not Sᵀ: write through the view mDT of D"
+        if src.shape[0] > 1 and np.array_equal(got, np.broadcast_to(want[:1], want.shape)):
+            return "every matrix of the batch holds the first one's transpose: slice the batch with bidz"
+    return exact_hint(want, got)
 
 
 def _transpose_cases() -> list[tuple[Any, ...]]:
-    return matrix_cases(303, (((32, 32), "float32"), ((64, 96), "float32"), ((37, 53), "float32"),
-                              ((100, 7), "float16"), ((129, 65), "bfloat16")), transposed=True)
+    return matrix_cases(303, (((1, 32, 32), "float32"), ((3, 64, 96), "float32"), ((2, 37, 53), "float32"),
+                              ((4, 100, 7), "float16"), ((2, 129, 65), "bfloat16")), transposed=True)
 
 
 def _judge_transpose(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
@@ -108,7 +123,8 @@ def _judge_transpose(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> s
     return transpose_hint(input_of(case), out)
 
 
-transpose_naive = Check("transpose_naive", "transpose_naive", _transpose_cases, _judge_transpose, gpu=80)
+transpose_batched = Check("transpose_batched", "batched_host", _transpose_cases, _judge_transpose, gpu=80,
+                          via="launch")
 
 # --------------------------------------------------------------------------- 3.3, 3.4 banks and padding
 

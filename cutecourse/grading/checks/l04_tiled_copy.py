@@ -1,5 +1,6 @@
-"""Checks of lesson 4 (tiled copy, vectorization and predication): the thread-value layout of a 128-bit copy, the
-predicated copy kernel (its PTX on a CPU, its results on a GPU), and choosing the thread/value split of a tile.
+"""Checks of lesson 4 (tiled copy, vectorization and predication): the thread-value layout of a 128-bit copy, a
+predicated, vectorized fp32 -> 16-bit cast kernel (its PTX on a CPU, its results on a GPU), and choosing the
+thread/value split of a tile.
 
 The expected TV layouts come from the eager algebra (:func:`cutecourse.layout.make_layout_tv`); the split is judged by
 its properties (several answers are right); the hidden tests (tests/hidden/test_04_tiled_copy.py) use the same
@@ -13,7 +14,8 @@ import re
 from typing import Any
 
 import cutecourse.layout as eager
-from cutecourse.grading.checks import PTX_CASES, Check, exact_hint, input_of, matrix_cases, scalar_ptx_hint
+from cutecourse.grading import sandbox
+from cutecourse.grading.checks import Check, exact_hint, input_of, rounded
 
 # --------------------------------------------------------------------------- 4.1 the TV layout of a 128-bit copy
 
@@ -61,37 +63,78 @@ def _judge_tv(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | No
 
 tv_for = Check("tv_for", "tv_for", _tv_cases, _judge_tv)
 
-# --------------------------------------------------------------------------- 4.2 the predicated copy
+# --------------------------------------------------------------------------- 4.2 the predicated, vectorized cast
 
-def predicated_ptx_hint(code: Any, dtype: str) -> str | None:
-    """What is wrong with the predicated copy's PTX for `dtype` (None if nothing): 4 scalar global loads and 4 stores
-    per thread, each behind a predicate."""
-    return scalar_ptx_hint(
-        code, dtype,
-        moves="should copy its 4 elements of the 8x128 tile once: global -> registers -> global",
-        unguarded="on a matrix whose sides are not multiples of the tile, the threads of the edge tiles would touch "
-                  "memory outside it (partition the identity tensor like the data and compare each coordinate with "
-                  "the shape)")
+#: (output dtype, arch) of the cast's PTX checks: both 16-bit types, both archs.
+CAST_PTX_CASES = [("bfloat16", "sm_80"), ("float16", "sm_80"), ("bfloat16", "sm_90a")]
+VECTOR = 4  # fp32 values per 128-bit load
+
+
+def cast_ptx_hint(code: Any) -> str | None:
+    """What is wrong with the cast's PTX (None if nothing): per thread one 128-bit load of 4 floats, a conversion to
+    16 bits, one 64-bit store of 4 halves, both behind a predicate; no scalar global accesses."""
+    from cutecourse.kernels import ptx
+
+    if not isinstance(code, str) or ".entry" not in code:
+        return f"expected the PTX text (a str with an .entry), got {type(code).__name__}"
+    loads, stores = ptx.count(code, "ld.global.v4"), ptx.count(code, "st.global.v2")
+    scalar = ptx.count(code, "ld.global.b32") + ptx.count(code, "ld.global.f32") + ptx.count(code, "st.global.b16")
+    if scalar:
+        return ("the PTX moves single elements (ld.global.b32 / st.global.b16): build both tiled copies on atoms of "
+                "4 elements (num_bits_per_copy = 4 x the element's width)")
+    if loads != 1 or stores != 1:
+        return (f"the PTX has {loads} ld.global.v4 and {stores} st.global.v2; each thread should load one vector of 4 "
+                f"floats (128 bits) and store one of 4 halves (64 bits)")
+    if not re.search(r"\bcvt\.rn\.(bf16|f16)", code):
+        return "no conversion to 16 bits in the PTX: convert the register fragment (.load().to(...)) before storing"
+    if ptx.guarded(code) < loads + stores:
+        return ("the vector load or store is not behind a predicate: on a matrix whose sides are not multiples of the "
+                "tile, the edge tiles' threads would touch memory outside it (one predicate per vector)")
+    return None
+
+
+def cast_ptx_case(dtype: str, arch: str) -> tuple[Any, ...]:
+    """A PTX case: the arch, then stand-ins of A (64, 96) fp32 and B in `dtype`, on the CPU."""
+    import numpy as np
+
+    zeros = np.zeros((64, 96), dtype=np.float32)
+    return (arch, sandbox.tensor(zeros, "float32", "cpu"), sandbox.tensor(zeros, dtype, "cpu"))
 
 
 def _judge_ptx(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
-    return predicated_ptx_hint(value, case[0])
+    return cast_ptx_hint(value)
 
 
-predicated_ptx = Check("predicated_ptx", "predicated_ptx", lambda: PTX_CASES, _judge_ptx)
+cast_ptx = Check("cast_ptx", "cast_host", lambda: [cast_ptx_case(d, a) for d, a in CAST_PTX_CASES], _judge_ptx,
+                 via="ptx", options=(("vector", VECTOR),))
+
+
+def cast_cases(seed: int, shapes: list[tuple[tuple[int, int], str]]) -> list[tuple[Any, ...]]:
+    """Random fp32 (m, n) inputs and NaN-poisoned (m, n) outputs of the given 16-bit dtypes (n a multiple of 4)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return [(sandbox.tensor(rng.standard_normal(shape).astype(np.float32), "float32"), sandbox.poisoned(shape, dtype))
+            for shape, dtype in shapes]
+
+
+def cast_hint(case: tuple[Any, ...], out: Any) -> str | None:
+    """`out` against torch's cast of the input to the output's dtype: exact, NaN counting as never written."""
+    return exact_hint(rounded(input_of(case), case[1]["$poisoned"]["dtype"]), out)
 
 
 def _copy_cases() -> list[tuple[Any, ...]]:
-    return matrix_cases(402, (((8, 128), "float32"), ((64, 256), "float32"), ((37, 53), "float32"),
-                              ((100, 7), "float16"), ((129, 65), "bfloat16")))
+    return cast_cases(402, [((8, 128), "bfloat16"), ((64, 256), "float16"), ((37, 52), "bfloat16"),
+                            ((100, 8), "float16"), ((129, 68), "bfloat16")])
 
 
 def _judge_copy(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
     (out,) = outputs
-    return exact_hint(input_of(case), out)
+    return cast_hint(case, out)
 
 
-copy_predicated = Check("copy_predicated", "copy_predicated", _copy_cases, _judge_copy, gpu=80)
+cast_copy = Check("cast_copy", "cast_host", _copy_cases, _judge_copy, gpu=80, via="launch",
+                  options=(("vector", VECTOR),))
 
 # --------------------------------------------------------------------------- 4.3 the thread/value split of a tile
 
