@@ -19,11 +19,20 @@ def normalise(requirement: str) -> tuple[str, str]:
     return CONDA_NAMES.get(name, name), spec.replace("=", "==", 1) if re.fullmatch(r"=[^=].*", spec) else spec
 
 
+def applies_to_conda(requirement: str) -> bool:
+    """environment.yml is for Python 3.12 on any OS: a requirement only for older Pythons has no twin there."""
+    from packaging.requirements import Requirement
+
+    marker = Requirement(requirement).marker
+    return marker is None or any(marker.evaluate({"python_version": "3.12", "sys_platform": p})
+                                 for p in ("linux", "darwin", "win32"))
+
+
 def pyproject_requirements() -> dict[str, str]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     extras = project["optional-dependencies"]
     reqs = project["dependencies"] + extras["lab"] + extras["dev"]
-    return dict(normalise(r) for r in reqs)
+    return dict(normalise(r) for r in reqs if applies_to_conda(r))
 
 
 def conda_requirements() -> tuple[str, dict[str, str]]:
