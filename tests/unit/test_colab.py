@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -193,3 +194,12 @@ def test_pip_changed_none_of_the_preinstalled_packages(colab):
     changed = {name: (v, after.get(name)) for name, v in before.items() if after.get(name) != v}
     assert changed == {}
     assert "cutecourse" in after and after["nvidia-cutlass-dsl"] == env.DSL_PIN
+
+
+def test_the_readme_shows_the_cell_the_notebooks_carry_and_names_the_one_repository():
+    """The README's Colab cell is the notebooks' set-up cell, and every GitHub repository URL it names is the one
+    configured in pyproject.toml (build's badges come from the same)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    repo = build.Repository.of(ROOT)
+    assert f"```python\n{build.colab_setup_source(repo)}\n```" in readme
+    assert set(re.findall(r"https://github\.com/[\w.-]+/[\w.-]+", readme)) == {repo.url}
