@@ -2,6 +2,7 @@
 Makefile goes through it."""
 
 import importlib.util
+import os
 import platform
 import subprocess
 import sys
@@ -54,22 +55,29 @@ def test_old_python_is_told_which_command_to_run(monkeypatch):
         course.setup(dry_run=True)
 
 
+def make_n(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`make -n` as a learner types it: nothing inherited from a `make` this test may run under (MAKEFLAGS carries
+    the outer command line's variables, MAKELEVEL adds "Entering directory" lines)."""
+    clean = {k: v for k, v in (env or os.environ).items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL",
+                                                                       "PYTEST_ARGS", "LAB_ARGS", "PYTHON")}
+    return subprocess.run(["make", "-n", "--no-print-directory", "-C", str(ROOT), *args], capture_output=True,
+                          text=True, timeout=60, env=clean)
+
+
 @pytest.mark.parametrize("goal, expected", [
     ("setup", "tools/course.py setup"),
     ("lab", "tools/course.py lab --no-browser"),
     ("test", "tools/course.py test"),
 ])
 def test_the_makefile_sets_up_through_the_script(goal, expected):
-    out = subprocess.run(["make", "-n", goal, "LAB_ARGS=--no-browser"], cwd=ROOT, capture_output=True, text=True,
-                         timeout=60)
+    out = make_n(goal, "LAB_ARGS=--no-browser")
     assert out.returncode == 0, out.stderr
     assert expected in out.stdout
 
 
 def test_another_interpreter_skips_the_set_up():
     """The Modal image and a GPU host set PYTHON: `make test-gpu` then runs pytest with it and builds no .venv."""
-    out = subprocess.run(["make", "-n", "test-gpu", "PYTHON=python3"], cwd=ROOT, capture_output=True, text=True,
-                         timeout=60)
+    out = make_n("test-gpu", "PYTHON=python3")
     assert out.stdout.strip() == "python3 -m pytest -m gpu", out.stdout
 
 
