@@ -30,11 +30,11 @@ def _build(args: argparse.Namespace) -> int:
     changed = build.build(Path(args.course), check=args.check, run=args.execute)
     if args.check:
         if changed:
-            print("stale exercises (run: cutecourse build):\n  " + "\n  ".join(changed))
+            print("stale notebooks (run: cutecourse build):\n  " + "\n  ".join(changed))
             return 1
-        print("exercises are up to date")
+        print("notebooks are up to date")
     else:
-        print("\n".join(f"wrote {c}" for c in changed) or "exercises are up to date")
+        print("\n".join(f"wrote {c}" for c in changed) or "notebooks are up to date")
     return 0
 
 
@@ -98,8 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     doctor = commands.add_parser("doctor", help="what this machine can do for the course, and how to fix set-up")
     doctor.add_argument("--smoke", action="store_true", help="also compile and launch a tiny CuTe DSL kernel")
     doctor.set_defaults(run=_doctor)
-    build = commands.add_parser("build", help="write exercises/ from solutions/ (answers become stubs)")
-    build.add_argument("--check", action="store_true", help="fail if exercises/ is stale; write nothing")
+    build = commands.add_parser("build", help="write exercises/ from solutions/ (answers become stubs), and the "
+                                              "Colab badge and set-up cells of every notebook")
+    build.add_argument("--check", action="store_true", help="fail if a notebook is stale; write nothing")
     build.add_argument("--execute", action="store_true", help="run each solution first to refresh its outputs")
     build.add_argument("--course", default=".", help="the course root (default: here)")
     build.set_defaults(run=_build)

@@ -1,4 +1,4 @@
-"""What this machine can do for the course: Python, torch, the CuTe DSL, the GPU, its driver and arch.
+"""What this machine can do for the course: Python, torch, the CuTe DSL, the GPU, its driver and arch, and Colab.
 
 `cutecourse doctor` prints :func:`report`; notebook set-up cells call :func:`doctor`. Nothing here imports torch or
 the DSL at module import time, and every probe survives their absence: a laptop without either still gets a report.
@@ -21,6 +21,11 @@ DSL_PIN = "4.8.1"
 COMPILE_ONLY_ARCH = "sm_90a"
 #: Oldest driver for each CUDA major version the DSL's libraries and cuda-bindings are built against.
 MIN_DRIVER = {12: (575, "CUDA 12.9"), 13: (580, "CUDA 13")}
+#: The CuTe DSL compiles and launches kernels for sm_80 and newer only (its FAQ; on a T4, sm_75, `cute.compile`
+#: fails with "-arch=compute_ is an unsupported option"). Older GPUs get the compile-only mode of a CPU machine.
+MIN_KERNEL_CAPABILITY = (8, 0)
+#: What a Colab learner can change: the runtime, never the driver.
+COLAB_GPU_RUNTIME = "Runtime > Change runtime type > an A100, L4 or H100 GPU"
 
 
 @dataclass
@@ -37,6 +42,7 @@ class Machine:
     gpu: str | None = None
     capability: tuple[int, int] | None = None
     driver: str | None = None
+    colab: bool = False
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -49,7 +55,7 @@ class Machine:
 
     @property
     def can_run_kernels(self) -> bool:
-        return self.dsl is not None and self.capability is not None
+        return self.dsl is not None and self.capability is not None and self.capability >= MIN_KERNEL_CAPABILITY
 
     def capabilities(self) -> str:
         """One line: which lessons this machine can do."""
@@ -58,9 +64,10 @@ class Machine:
         if self.capability is None:
             return f"layouts + compile-only (no GPU; kernels compile for sm_80 and {COMPILE_ONLY_ARCH})"
         major, _ = self.capability
-        if major < 8:
-            return (f"lessons 1-4 run; the Tensor Core lessons 5-8 need sm_80+ and this GPU is {self.sm}; "
-                    "kernels still compile for them")
+        if self.capability < MIN_KERNEL_CAPABILITY:
+            return (f"lessons 1-2 and the compile-only parts of 3-8 (the CuTe DSL runs kernels on sm_80+ only and "
+                    f"this GPU is {self.sm}; kernels compile for {COMPILE_ONLY_ARCH}, and their GPU cells say why "
+                    "they do not run)")
         if major == 8:
             return f"lessons 1-8 except TMA/wgmma ({self.sm})"
         if major == 9:
@@ -139,9 +146,15 @@ def _torch_gpu() -> tuple[str, tuple[int, int]] | None:
     return torch.cuda.get_device_name(0), tuple(torch.cuda.get_device_capability(0))
 
 
+def on_colab() -> bool:
+    """In a Colab runtime: its kernel has imported google.colab, and its processes (`!cutecourse doctor`) inherit
+    COLAB_RELEASE_TAG."""
+    return "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in os.environ
+
+
 def probe() -> Machine:
     """Look at the machine; never raises."""
-    m = Machine(python=platform.python_version(), os=f"{platform.system()} {platform.machine()}")
+    m = Machine(python=platform.python_version(), os=f"{platform.system()} {platform.machine()}", colab=on_colab())
     m.torch = _version("torch")
     m.torch_cuda = _torch_cuda_build()
     m.dsl = _version("nvidia-cutlass-dsl")
@@ -168,13 +181,19 @@ def _check(m: Machine) -> None:
     elif m.dsl is not None and m.dsl != DSL_PIN:
         m.warnings.append(f"nvidia-cutlass-dsl {m.dsl} is installed; the course is tested with {DSL_PIN}: "
                           f"pip install nvidia-cutlass-dsl=={DSL_PIN}")
+    if m.colab and m.dsl is not None and not (m.capability and m.capability >= MIN_KERNEL_CAPABILITY):
+        have = f"this runtime's {m.gpu} is {m.sm}" if m.gpu else "this runtime has no GPU"
+        m.warnings.append(f"on Colab, kernels need an sm_80+ GPU and {have}: {COLAB_GPU_RUNTIME} "
+                          "(lessons 1-2 and the compile-only parts run here as they are)")
     if m.driver is None or m.dsl is None:
         return
     try:
         driver_major = int(m.driver.split(".")[0])
     except ValueError:
         return
-    need_upgrade = f"upgrade the NVIDIA driver (Ubuntu: sudo apt install nvidia-driver-{MIN_DRIVER[13][0]})"
+    # Colab's driver comes with the runtime: there the only fix is the DSL's CUDA 12.9 build, where the driver runs it.
+    need_upgrade = (f"upgrade the NVIDIA driver (Ubuntu: sudo apt install nvidia-driver-{MIN_DRIVER[13][0]})"
+                    if not m.colab else None)
     stay_on_12 = ("or stay on CUDA 12.9: pip uninstall -y nvidia-cutlass-dsl-libs-cu13 && "
                   f"pip install 'cuda-bindings>=12.9,<13' nvidia-cutlass-dsl-libs-cu12=={DSL_PIN}")
     bindings_major = int(m.cuda_bindings.split(".")[0]) if m.cuda_bindings else None
@@ -185,7 +204,11 @@ def _check(m: Machine) -> None:
         return
     need, cuda = MIN_DRIVER[max(needs)]
     # A driver that cannot run CUDA 12.9 can only be upgraded; one that runs 12.9 can also stay there.
-    fix = need_upgrade if driver_major < MIN_DRIVER[12][0] else f"{need_upgrade}, {stay_on_12}"
+    if driver_major < MIN_DRIVER[12][0]:
+        fix = need_upgrade or ("Colab's driver cannot be upgraded, so this runtime cannot run the kernels; lessons "
+                               "1-2 and the compile-only parts still work")
+    else:
+        fix = f"{need_upgrade}, {stay_on_12}" if need_upgrade else stay_on_12.removeprefix("or ")
     m.warnings.append(f"driver {m.driver} is too old for {' and '.join(needs.values())} "
                       f"({cuda} builds need >= {need}): {fix}")
 
@@ -199,7 +222,7 @@ def report(m: Machine | None = None) -> str:
                 f"{m.dsl} (CUDA {m.dsl_cuda_major or '?'} libs, cuda-bindings {m.cuda_bindings or '?'})")
     gpu_line = "none" if m.gpu is None else f"{m.gpu}, {m.sm} (compute capability {m.capability[0]}.{m.capability[1]})"
     lines = [
-        f"python      {m.python} on {m.os}",
+        f"python      {m.python} on {m.os}{' (Colab)' if m.colab else ''}",
         f"torch       {torch_line}",
         f"cute dsl    {dsl_line}",
         f"gpu         {gpu_line}",
@@ -242,15 +265,22 @@ def gpu_cell(line: str, cell: str) -> None:
 
 
 def use_compile_only_arch() -> str | None:
-    """Without a GPU, point the DSL at COMPILE_ONLY_ARCH so `cute.compile` emits PTX and cubin; returns the arch.
+    """Without a GPU the DSL can launch on (none, or one older than sm_80 such as Colab's T4), point the DSL at
+    COMPILE_ONLY_ARCH so `cute.compile` emits PTX and cubin; returns the arch.
 
-    Leaves an arch the user already chose alone, and does nothing on a machine with a GPU.
+    Leaves an arch the user already chose alone, and does nothing on a machine with an sm_80+ GPU.
     """
-    if probe_gpu_present():
+    capability = gpu_capability()
+    if capability is not None and capability >= MIN_KERNEL_CAPABILITY:
         return None
     os.environ.setdefault("CUTE_DSL_ARCH", COMPILE_ONLY_ARCH)
     return os.environ["CUTE_DSL_ARCH"]
 
 
-def probe_gpu_present() -> bool:
-    return _nvidia_smi() is not None or _torch_gpu() is not None
+def gpu_capability() -> tuple[int, int] | None:
+    """GPU 0's compute capability, from nvidia-smi or else torch; None without a GPU."""
+    smi = _nvidia_smi()
+    if smi is not None:
+        return smi[1]
+    gpu = _torch_gpu()
+    return None if gpu is None else gpu[1]

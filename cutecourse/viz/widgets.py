@@ -16,7 +16,11 @@ import ast
 from html import escape
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Sequence, Union
 
-import ipywidgets as W
+try:
+    import ipywidgets as W  # 7.7 (Colab's) or 8: the explorers use only what both have
+except ModuleNotFoundError as e:  # ipywidgets is in the `lab` extra, not a hard dependency (Colab keeps its own)
+    raise ModuleNotFoundError("cutecourse.viz.widgets needs ipywidgets: pip install 'ipywidgets>=7.7' "
+                              "(or, in a checkout, make lab)", name="ipywidgets") from e
 
 from cutecourse.hw.roofline import attainable_tflops, gemm_intensity
 from cutecourse.layout import (

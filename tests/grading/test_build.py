@@ -78,9 +78,16 @@ def test_answer_outputs_are_cleared_and_check_outputs_kept():
             assert cell["outputs"] == [] and cell["execution_count"] is None
 
 
-def test_build_check_fails_on_a_stale_exercise(tmp_path, capsys):
-    course = tmp_path / "course"
+def repository_copy(tmp_path: Path) -> Path:
+    """The demo course at its place in a copy of the repository (the badges' links are relative to its root)."""
+    course = tmp_path / COURSES[1].relative_to(ROOT)
     shutil.copytree(COURSES[1], course)
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    return course
+
+
+def test_build_check_fails_on_a_stale_exercise(tmp_path, capsys):
+    course = repository_copy(tmp_path)
     assert main(["build", "--check", "--course", str(course)]) == 0
     path = course / "exercises" / "00_demo.ipynb"
     nb = nbio.load(path)
@@ -132,3 +139,82 @@ def test_nbval_runs_gpu_cells_without_comparing_them(tmp_path):
     run = subprocess.run([sys.executable, "-m", "pytest", "--nbval", "-p", "cutecourse.grading.plugin", "-q",
                           "-p", "no:cacheprovider", "cells.ipynb"], cwd=tmp_path, capture_output=True, text=True)
     assert "1 failed, 1 passed" in run.stdout and "FAILED cells.ipynb::Cell 1" in run.stdout, run.stdout[-2000:]
+
+
+def notebooks_of(course: Path) -> list[Path]:
+    return [p for folder in ("notebooks", "solutions", "exercises")
+            for p in sorted((course / folder).glob("[0-9][0-9]_*.ipynb"))]
+
+
+@pytest.mark.parametrize("course", COURSES, ids=lambda p: p.name)
+def test_every_notebook_opens_in_colab_from_its_own_path_and_sets_itself_up_there(course):
+    repo = build.Repository.of(course)
+    assert repo.root == ROOT
+    paths = notebooks_of(course)
+    assert len(paths) >= (12 if course == ROOT else 2)
+    for path in paths:
+        badge, setup = nbio.load(path)["cells"][:2]
+        link = f"https://colab.research.google.com/github/{repo.url.removeprefix('https://github.com/')}/blob/main/"
+        assert nbio.source(badge) == f"[![Open In Colab]({build.COLAB_BADGE})]({link}{path.relative_to(ROOT)})"
+        assert nbio.source(setup) == build.colab_setup_source(repo) and setup["outputs"] == []
+
+
+def test_build_check_catches_a_missing_or_stale_badge_and_build_restores_it(tmp_path, capsys):
+    course = repository_copy(tmp_path)
+    solution = course / "solutions" / "00_demo.ipynb"
+    nb = nbio.load(solution)
+    nb["cells"] = nb["cells"][1:]  # the badge deleted by hand
+    nbio.dump(nb, solution)
+    assert main(["build", "--check", "--course", str(course)]) == 1
+    assert "solutions/00_demo.ipynb" in capsys.readouterr().out
+    assert main(["build", "--course", str(course)]) == 0
+    assert main(["build", "--check", "--course", str(course)]) == 0
+    # The repository moves: every badge and set-up cell is stale until the build rewrites them.
+    pyproject = tmp_path / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace("github.com/cutecourse/cutecourse", "github.com/elsewhere/cc"))
+    assert sorted(build.build(course, check=True)) == ["exercises/00_demo.ipynb", "solutions/00_demo.ipynb"]
+    build.build(course)
+    assert "colab.research.google.com/github/elsewhere/cc/blob/main/tests/grading/demo/exercises/00_demo.ipynb" in \
+        nbio.source(nbio.load(course / "exercises" / "00_demo.ipynb")["cells"][0])
+
+
+def test_running_a_notebook_does_not_make_its_colab_cells_stale(tmp_path):
+    course = repository_copy(tmp_path)
+    solution = course / "solutions" / "00_demo.ipynb"
+    nb = nbio.load(solution)
+    nb["cells"][1]["execution_count"] = 1  # run off Colab, the set-up cell prints nothing
+    nbio.dump(nb, solution)
+    assert build.build(course, check=True) == []
+
+
+def test_the_repository_must_be_configured_and_on_github(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    with pytest.raises(ValueError, match=r"no pyproject.toml at or above .* names the course's repository; add "
+                                         r"\[project.urls\] Repository = \"https://github.com/OWNER/NAME\""):
+        build.Repository.of(tmp_path)
+    (tmp_path / "pyproject.toml").write_text('[project.urls]\nRepository = "https://gitlab.com/a/b"\n')
+    with pytest.raises(ValueError, match=r"'https://gitlab.com/a/b' is not a GitHub repository URL; .*write "
+                                         r"https://github.com/OWNER/NAME"):
+        build.Repository.of(tmp_path)
+    (tmp_path / "pyproject.toml").write_text('[project.urls]\nRepository = "https://github.com/a/b.git"\n')
+    assert build.Repository.of(tmp_path).url == "https://github.com/a/b"
+
+
+def run_setup_cell(on_colab: bool, monkeypatch) -> list[list[str]]:
+    """Run the set-up cell as plain Python (as the grader does) with pip and the doctor stubbed out."""
+    calls = []
+    monkeypatch.setattr(subprocess, "run", lambda args, check: calls.append(args))
+    monkeypatch.setattr("cutecourse.env.doctor", lambda: calls.append(["doctor"]))
+    if on_colab:
+        monkeypatch.setitem(sys.modules, "google.colab", type(sys)("google.colab"))
+    else:
+        monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    exec(compile(build.colab_setup_source(build.Repository.of(ROOT)), "colab-setup", "exec"), {})
+    return calls
+
+
+def test_the_setup_cell_installs_on_colab_and_does_nothing_elsewhere(monkeypatch):
+    repo = build.Repository.of(ROOT)
+    assert run_setup_cell(False, monkeypatch) == []
+    assert run_setup_cell(True, monkeypatch) == [[sys.executable, "-m", "pip", "install", "-q",
+                                                  f"cutecourse @ git+{repo.url}"], ["doctor"]]

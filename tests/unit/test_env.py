@@ -28,9 +28,11 @@ def test_capabilities_follow_the_compute_capability(cc, expected):
     assert machine(capability=cc, gpu=None if cc is None else "GPU").capabilities() == expected
 
 
-def test_t4_is_told_the_tensor_core_lessons_need_sm80():
-    text = machine(capability=(7, 5), gpu="Tesla T4").capabilities()
-    assert "need sm_80+" in text and "sm_75" in text
+def test_t4_is_told_it_runs_lessons_1_2_and_compiles_the_rest():
+    m = machine(capability=(7, 5), gpu="Tesla T4")
+    text = m.capabilities()
+    assert text.startswith("lessons 1-2 and the compile-only parts") and "sm_80+ only" in text and "sm_75" in text
+    assert not m.can_run_kernels and machine(capability=(8, 0), gpu="A100").can_run_kernels
 
 
 def test_blackwell_is_told_wgmma_needs_sm90():
@@ -77,3 +79,51 @@ def test_doctor_console_script_runs():
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("python ")
+
+
+def colab(**kw):
+    return machine(colab=True, **kw)
+
+
+def test_colab_old_driver_gets_the_cuda_12_build_never_apt():
+    """Colab's driver comes with the runtime: the fix there is the DSL's CUDA 12.9 build (cuda-bindings 12)."""
+    m = colab(capability=(8, 0), gpu="NVIDIA A100-SXM4-40GB", driver="575.57.08")
+    text = "\n".join(m.warnings)
+    assert "sudo" not in text and "apt" not in text
+    assert f"pip install 'cuda-bindings>=12.9,<13' nvidia-cutlass-dsl-libs-cu12=={env.DSL_PIN}" in text
+    assert "stay on CUDA 12.9: pip uninstall" in text
+
+
+def test_colab_driver_too_old_for_cuda_12_9_says_this_runtime_cannot_run_kernels():
+    m = colab(capability=(8, 0), gpu="A100", driver="550.54.15", dsl_cuda_major=12, cuda_bindings="12.9.0")
+    assert len(m.warnings) == 1 and "sudo" not in m.warnings[0]
+    assert "cannot run the kernels" in m.warnings[0] and "lessons 1-2" in m.warnings[0]
+
+
+def test_colab_t4_and_cpu_runtimes_are_told_which_runtime_runs_the_kernels():
+    for m in (colab(capability=(7, 5), gpu="Tesla T4", driver="580.82.07"), colab()):
+        assert any(env.COLAB_GPU_RUNTIME in w and "A100, L4 or H100" in w for w in m.warnings), m.warnings
+    assert not any(env.COLAB_GPU_RUNTIME in w for w in colab(capability=(9, 0), gpu="H100",
+                                                               driver="580.82.07").warnings)
+    assert not any(env.COLAB_GPU_RUNTIME in w for w in machine(capability=(7, 5), gpu="T4").warnings)
+
+
+def test_colab_is_detected_from_its_kernel_or_its_environment(monkeypatch):
+    monkeypatch.delenv("COLAB_RELEASE_TAG", raising=False)
+    monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    assert not env.on_colab()
+    monkeypatch.setenv("COLAB_RELEASE_TAG", "release-colab_20260101-060000_RC00")
+    assert env.on_colab() and env.probe().colab and "(Colab)" in env.report(env.probe()).splitlines()[0]
+
+
+@pytest.mark.parametrize("smi, arch", [
+    (None, env.COMPILE_ONLY_ARCH),                                 # no GPU
+    (("Tesla T4", (7, 5), "580.82.07"), env.COMPILE_ONLY_ARCH),    # the DSL cannot target sm_75: compile only
+    (("NVIDIA A100", (8, 0), "580.82.07"), None),                  # kernels run on the GPU itself
+])
+def test_compile_only_mode_covers_gpus_the_dsl_cannot_target(monkeypatch, smi, arch):
+    monkeypatch.setattr(env, "_nvidia_smi", lambda: smi)
+    monkeypatch.setattr(env, "_torch_gpu", lambda: None)
+    monkeypatch.delenv("CUTE_DSL_ARCH", raising=False)
+    assert env.use_compile_only_arch() == arch
+    assert env.os.environ.get("CUTE_DSL_ARCH") == arch

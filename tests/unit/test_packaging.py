@@ -19,10 +19,20 @@ def normalise(requirement: str) -> tuple[str, str]:
     return CONDA_NAMES.get(name, name), spec.replace("=", "==", 1) if re.fullmatch(r"=[^=].*", spec) else spec
 
 
+def applies_to_conda(requirement: str) -> bool:
+    """environment.yml is for Python 3.12 on any OS: a requirement only for older Pythons has no twin there."""
+    from packaging.requirements import Requirement
+
+    marker = Requirement(requirement).marker
+    return marker is None or any(marker.evaluate({"python_version": "3.12", "sys_platform": p})
+                                 for p in ("linux", "darwin", "win32"))
+
+
 def pyproject_requirements() -> dict[str, str]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    reqs = project["dependencies"] + project["optional-dependencies"]["dev"]
-    return dict(normalise(r) for r in reqs)
+    extras = project["optional-dependencies"]
+    reqs = project["dependencies"] + extras["lab"] + extras["dev"]
+    return dict(normalise(r) for r in reqs if applies_to_conda(r))
 
 
 def conda_requirements() -> tuple[str, dict[str, str]]:
@@ -62,3 +72,27 @@ def test_the_dsl_is_pinned_exactly_and_linux_only():
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     dsl = [d for d in deps if d.startswith("nvidia-cutlass-dsl")]
     assert dsl == ["nvidia-cutlass-dsl==4.8.1; sys_platform == 'linux'"]
+
+
+JUPYTER = {"ipywidgets", "widgetsnbextension", "jupyterlab", "notebook", "ipykernel", "ipython", "jupyter-client",
+           "jupyter-server", "nbclient", "nbval"}
+
+
+def jupyter_in_hard_dependencies() -> set[str]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return {normalise(r)[0] for r in project["dependencies"]} & JUPYTER
+
+
+def test_the_hard_dependencies_leave_colabs_jupyter_alone():
+    """On Colab, `pip install` of the course must not move ipywidgets (7.7.1 there) or the Jupyter stack: those live
+    in the `lab` extra that `make lab` installs."""
+    assert jupyter_in_hard_dependencies() == set()
+    lab = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["lab"]
+    assert {"jupyterlab", "ipywidgets"} <= {normalise(r)[0] for r in lab}
+
+
+def test_the_colab_rule_notices_ipywidgets_in_the_hard_dependencies(tmp_path, monkeypatch):
+    text = (ROOT / "pyproject.toml").read_text().replace('"tqdm>=4.66",', '"tqdm>=4.66", "ipywidgets>=8.1",', 1)
+    (tmp_path / "pyproject.toml").write_text(text)
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    assert jupyter_in_hard_dependencies() == {"ipywidgets"}
