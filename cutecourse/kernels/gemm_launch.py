@@ -261,8 +261,8 @@ class Launcher(launch.Launcher):
             c = torch.empty(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
         config = self.default if config is None else config
         if not isinstance(config, self.config_type):
-            raise ValueError(f"config is a {type(config).__name__}; {self.step} takes a {self.config_type.__name__}: "
-                             f"{self.step}.Config(...)")
+            given = f"{type(config).__module__.rpartition('.')[2]}.{type(config).__qualname__}"
+            raise ValueError(f"config is a {given}; {self.step} takes its own: {self.step}.Config(...)")
         try:
             key = (config, a.dtype, b.dtype, c.dtype, a.device, b.device, c.device, a.shape, b.shape, c.shape,
                    a.stride(), b.stride(), c.stride(), a.data_ptr() % 16, b.data_ptr() % 16, c.data_ptr() % 16)
