@@ -11,8 +11,9 @@ the ratio to torch.matmul. In a round each kernel first runs alone for `--settle
 there because the H200 is power-limited on random data and its clock follows the power draw over hundreds of
 milliseconds: a kernel timed right after a lighter one borrows its clocks (unsettled, one step measured 1.11× and
 0.87× at 8192³ in two runs; `benchmarks/gemm_clocks.py` shows torch.matmul 3-5% faster in its first 100 ms after
-step 5 than once settled), so no kernel should always follow the same one. Where nvidia-smi exists, the SM clock and board power while each kernel ran are
-reported too (cutecourse.bench.Clocks): at the power limit, a kernel that moves more data runs at a lower clock.
+the one-warpgroup wgmma step than once settled), so no kernel should always follow the same one. Where nvidia-smi
+exists, the SM clock and board power while each kernel ran are reported too (cutecourse.bench.Clocks): at the power
+limit, a kernel that moves more data runs at a lower clock.
 A is K-major (row-major (M, K)); B is K-major (``bt.t()``, the layout CUTLASS calls TN), C has A's dtype; torch
 gets the same tensors and writes into the same C (``torch.matmul(a, b, out=c)``). Steps 1 and 2 (SIMT) are timed
 at 4096³ only: at 8192³ a single launch of step 1 takes seconds. The goals: the full SM80 step (5) at 0.62× or more
