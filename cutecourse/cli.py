@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--classroom", action="store_true",
                        help="print GitHub Classroom autograding steps, one per exercise, and exit")
     grade.set_defaults(run=_grade)
-    ladder = commands.add_parser("steps", help="the GEMM ladder: its steps, and each step's diff against the one before")
+    ladder = commands.add_parser("steps", help="the GEMM ladder: its steps, and each one's diff against the one before")
     ladder_commands = ladder.add_subparsers(dest="steps_command", required=True, metavar="STEPS_COMMAND")
     ladder_commands.add_parser("list", help="every step and the idea it adds")
     steps_diff = ladder_commands.add_parser("diff", help="step N against step N - 1, with the share of code it keeps")

@@ -14,8 +14,8 @@ A CTA of 16 × 16 threads owns a 128 × 128 tile of C and walks K in tiles of ``
 Both copies are TiledCopies with one-element atoms, threads laid along each operand's contiguous mode so that a
 warp reads neighbouring addresses. The 16 × 16 threads and their 8 × 8 blocks form a TiledMMA of scalar FMA
 "atoms" (``MmaUniversalOp``): a thread owns 4 consecutive rows twice, 64 rows apart (the permutation tile), so it
-reads its A and B values as 16-byte shared-memory vectors. Step 3 keeps this whole structure and swaps the atoms
-for Tensor Core instructions.
+reads its A and B values as 16-byte shared-memory vectors, through TiledCopies that ``make_tiled_copy_A/B`` derive
+from the TiledMMA. Step 3 keeps this whole structure and swaps the atoms for Tensor Core instructions.
 
 Each element of A is loaded from global memory by N/128 CTAs instead of N threads (B likewise by M/128): 128× fewer
 global loads than step 1. In the inner loop each value read from shared memory feeds 8 FMAs, so the FMA units,

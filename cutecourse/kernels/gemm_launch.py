@@ -112,8 +112,8 @@ def traits(a: Any, b: Any, c: Any, *, step: str, vector: bool) -> Operands:
                 raise ValueError(
                     f"{name}'s contiguous extent is {what}={extent} and its address is {t.data_ptr() % 16} bytes past "
                     f"16-byte alignment; {step} moves 16-byte vectors, so {what} must be a multiple of {per} and "
-                    f"{name} 16-byte aligned. Pad {what} (torch.nn.functional.pad) or use {ANY_SHAPE_STEP}, which takes "
-                    "any shape")
+                    f"{name} 16-byte aligned. Pad {what} (torch.nn.functional.pad) or use {ANY_SHAPE_STEP}, which "
+                    "takes any shape")
     return Operands(launch.dtype_name(a), launch.dtype_name(c), a_major, b_major, elems if vector else 1)
 
 

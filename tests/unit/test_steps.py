@@ -39,7 +39,8 @@ def test_the_bound_fails_a_step_that_was_rewritten(monkeypatch):
 
 
 def test_code_lines_leave_out_docstrings_comments_and_indentation():
-    text = '"""Module doc."""\n\nx = 1  # why\n\n\ndef f():\n    """Doc\n    on two lines."""\n    # a comment\n    return x\n'
+    text = ('"""Module doc."""\n\nx = 1  # why\n\n\ndef f():\n    """Doc\n    on two lines."""\n    # a comment\n'
+            "    return x\n")
     assert steps.code_lines(text) == ["x = 1", "def f():", "return x"]
 
 
