@@ -1,6 +1,6 @@
 """How one GEMM's launch time and the SM clock move after another GEMM ran: the power limit's memory.
 
-    python benchmarks/gemm_clocks.py [--shape 4096x4096x4096] [--dtypes float16 bfloat16] [--pairs 5:6 5:torch 6:torch]
+    python benchmarks/gemm_clocks.py [--shape 4096x4096x4096] [--dtypes float16 bfloat16] [--pairs 6:9 6:torch 9:torch]
 
 For each pair BEFORE:AFTER (a step number or "torch"), BEFORE runs back to back for `--before-ms`, then AFTER runs
 back to back for `--after-ms` with a CUDA event every 40 launches. It prints AFTER's mean launch time and the SM clock
@@ -23,7 +23,7 @@ from cutecourse.kernels import GEMM_STEPS
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--shape", default="4096x4096x4096")
 parser.add_argument("--dtypes", nargs="+", default=["float16", "bfloat16"])
-parser.add_argument("--pairs", nargs="+", default=["5:6", "5:torch", "torch:6", "6:torch"])
+parser.add_argument("--pairs", nargs="+", default=["6:9", "6:torch", "torch:9", "9:torch"])
 parser.add_argument("--before-ms", type=float, default=1000.0)
 parser.add_argument("--after-ms", type=float, default=500.0)
 args = parser.parse_args()
@@ -32,7 +32,7 @@ for pair in args.pairs:
     if len(sides) != 2 or any(x != "torch" and x not in {str(i) for i in range(1, len(GEMM_STEPS) + 1)}
                               for x in sides):
         parser.error(f"--pairs {pair!r}: each pair is BEFORE:AFTER, each a step 1-{len(GEMM_STEPS)} or 'torch', "
-                     "e.g. 5:6 or 6:torch")
+                     "e.g. 6:9 or 9:torch")
 m, n, k = (int(x) for x in args.shape.split("x"))
 names = sorted({x for pair in args.pairs for x in pair.split(":") if x != "torch"}, key=int)
 steps = dict(zip(names, kernels_to_time([int(x) for x in names], []).values()))

@@ -66,6 +66,30 @@ def _grade(args: argparse.Namespace) -> int:
     return 0 if all(r.tests and r.score == r.max_score for r in results) else 1
 
 
+def _steps(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from cutecourse.kernels import steps
+
+    if args.steps_command == "list":
+        for number, name, idea in steps.ladder():
+            print(f"{number:2}  {name:24} {idea}")
+        return 0
+    try:
+        d = steps.diff(args.n, context=args.context)
+    except ValueError as e:
+        print(f"cutecourse steps diff: {e}", file=sys.stderr)
+        return 2
+    if args.html:
+        Path(args.html).write_text(f"<!doctype html><meta charset='utf-8'><title>{d.before} -> {d.after}</title>"
+                                   f"{d.html}\n")
+        print(f"{d.summary()}\nwrote {args.html}")
+    else:
+        print(d.summary())
+        print(d.text, end="")
+    return 0
+
+
 def classroom_workflow(submissions: list[str], course: "object") -> str:
     """The autograding steps of a GitHub Classroom workflow: one command per exercise, worth its points."""
     from pathlib import Path
@@ -124,6 +148,14 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--classroom", action="store_true",
                        help="print GitHub Classroom autograding steps, one per exercise, and exit")
     grade.set_defaults(run=_grade)
+    ladder = commands.add_parser("steps", help="the GEMM ladder: its steps, and each one's diff against the one before")
+    ladder_commands = ladder.add_subparsers(dest="steps_command", required=True, metavar="STEPS_COMMAND")
+    ladder_commands.add_parser("list", help="every step and the idea it adds")
+    steps_diff = ladder_commands.add_parser("diff", help="step N against step N - 1, with the share of code it keeps")
+    steps_diff.add_argument("n", type=int, metavar="N", help="the step, 2 to 10")
+    steps_diff.add_argument("--context", type=int, default=3, help="unchanged lines around each change (default 3)")
+    steps_diff.add_argument("--html", metavar="FILE", help="write a side-by-side HTML view to FILE instead")
+    ladder.set_defaults(run=_steps)
     args = parser.parse_args(argv)
     return args.run(args)
 

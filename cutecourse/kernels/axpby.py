@@ -63,16 +63,16 @@ def host(mX: cute.Tensor, mY: cute.Tensor, mO: cute.Tensor, alpha: cutlass.Float
         grid=(cute.size(gX, mode=[1]), 1, 1), block=(cute.size(tv_layout, mode=[0]), 1, 1), stream=stream)
 
 
-def _tensors(config: Config, *tensors: Any) -> list[Any]:
+def _arguments(config: Config, *tensors: Any) -> list[Any]:
     return [launch.cute_tensor(t, (1, config.vector), config.vector) for t in tensors]
 
 
 def compile(config: Config, x: Any, y: Any, out: Any, stream: Any, options: str = "") -> Any:
-    return cute.compile(host, *_tensors(config, x, y, out), cutlass.Float32(1.0), cutlass.Float32(1.0), stream,
+    return cute.compile(host, *_arguments(config, x, y, out), cutlass.Float32(1.0), cutlass.Float32(1.0), stream,
                         vector=config.vector, options=options)
 
 
-_compiled: dict[Config, Any] = {}
+_launcher = launch.Launcher(compile, _arguments)
 
 
 def plan(x: Any, y: Any, out: Any) -> Config:
@@ -89,5 +89,4 @@ def axpby(x: Any, y: Any, out: Any, alpha: float = 1.0, beta: float = 1.0) -> An
     for name, value in (("alpha", alpha), ("beta", beta)):
         if not isinstance(value, (int, float)):
             raise ValueError(f"{name} must be a Python number, got {type(value).__name__}: pass float({name})")
-    return launch.run(_compiled, plan(x, y, out), compile, _tensors, x, y, out,
-                      scalars=(cutlass.Float32(alpha), cutlass.Float32(beta)))
+    return _launcher(plan(x, y, out), x, y, out, scalars=(cutlass.Float32(alpha), cutlass.Float32(beta)))

@@ -40,19 +40,19 @@ def host(mS: cute.Tensor, mD: cute.Tensor, stream: Any, threads: cutlass.Constex
     _kernel(mS, mD, threads).launch(grid=grid, block=(threads, 1, 1), stream=stream)
 
 
-def _tensors(config: Config, *tensors: Any) -> list[Any]:
+def _arguments(config: Config, *tensors: Any) -> list[Any]:
     return [launch.cute_tensor(t) for t in tensors]
 
 
 def compile(config: Config, src: Any, dst: Any, stream: Any, options: str = "") -> Any:
-    return cute.compile(host, *_tensors(config, src, dst), stream, threads=config.threads, options=options)
+    return cute.compile(host, *_arguments(config, src, dst), stream, threads=config.threads, options=options)
 
 
-_compiled: dict[Config, Any] = {}
+_launcher = launch.Launcher(compile, _arguments)
 
 
 def copy(src: Any, dst: Any) -> Any:
     """``dst[:] = src`` one element per thread; returns dst."""
     launch.check_matrix("src", src)
     launch.check_matrix("dst", dst, like=src)
-    return launch.run(_compiled, Config(launch.dtype_name(src)), compile, _tensors, src, dst)
+    return _launcher(Config(launch.dtype_name(src)), src, dst)

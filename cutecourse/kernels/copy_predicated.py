@@ -53,15 +53,15 @@ def host(mS: cute.Tensor, mD: cute.Tensor, stream: Any, vector: cutlass.Constexp
         grid=(cute.size(gS, mode=[1]), 1, 1), block=(cute.size(tv_layout, mode=[0]), 1, 1), stream=stream)
 
 
-def _tensors(config: Config, *tensors: Any) -> list[Any]:
+def _arguments(config: Config, *tensors: Any) -> list[Any]:
     return [launch.cute_tensor(t, (1, config.vector), config.vector) for t in tensors]
 
 
 def compile(config: Config, src: Any, dst: Any, stream: Any, options: str = "") -> Any:
-    return cute.compile(host, *_tensors(config, src, dst), stream, vector=config.vector, options=options)
+    return cute.compile(host, *_arguments(config, src, dst), stream, vector=config.vector, options=options)
 
 
-_compiled: dict[Config, Any] = {}
+_launcher = launch.Launcher(compile, _arguments)
 
 
 def plan(src: Any, dst: Any) -> Config:
@@ -72,7 +72,7 @@ def plan(src: Any, dst: Any) -> Config:
 
 def run(config: Config, src: Any, dst: Any) -> Any:
     """Launch for a `config` that `plan` chose for these tensors; returns dst."""
-    return launch.run(_compiled, config, compile, _tensors, src, dst)
+    return _launcher(config, src, dst)
 
 
 def copy(src: Any, dst: Any) -> Any:

@@ -55,15 +55,15 @@ def tile_shape(vector: int) -> tuple[int, int]:
     return 32, 32 * vector
 
 
-def _tensors(config: Config, *tensors: Any) -> list[Any]:
+def _arguments(config: Config, *tensors: Any) -> list[Any]:
     return [launch.cute_tensor(t, tile_shape(config.vector), config.vector) for t in tensors]
 
 
 def compile(config: Config, src: Any, dst: Any, stream: Any, options: str = "") -> Any:
-    return cute.compile(host, *_tensors(config, src, dst), stream, vector=config.vector, options=options)
+    return cute.compile(host, *_arguments(config, src, dst), stream, vector=config.vector, options=options)
 
 
-_compiled: dict[Config, Any] = {}
+_launcher = launch.Launcher(compile, _arguments)
 
 
 def fits(src: Any, dst: Any) -> bool:
@@ -87,7 +87,7 @@ def plan(src: Any, dst: Any) -> Config:
 
 def run(config: Config, src: Any, dst: Any) -> Any:
     """Launch for a `config` that `plan` chose for these tensors (or that `fits` allows); returns dst."""
-    return launch.run(_compiled, config, compile, _tensors, src, dst)
+    return _launcher(config, src, dst)
 
 
 def copy(src: Any, dst: Any) -> Any:

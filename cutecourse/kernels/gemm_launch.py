@@ -20,7 +20,7 @@ host code, where a learner can read them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import cutlass
@@ -33,7 +33,11 @@ from cutecourse.kernels import launch
 GMEM = cute.AddressSpace.gmem
 
 AB_DTYPES = ("float16", "bfloat16")
-#: The largest M or N any step launches: 65535 (CUDA's grid y limit) blocks of step 1's 16 rows.
+#: The step that takes any shape and alignment (scalar accesses), and the last step that runs on sm_80: where the
+#: checks send a call that a vector step or a Hopper step refuses.
+ANY_SHAPE_STEP, SM80_STEP = "gemm02_smem", "gemm05_swizzle"
+#: The largest M or N any step launches: 65535 (CUDA's grid y limit) blocks of step 1's 16 columns (its grid's y
+#: dimension counts N's tiles; every other step's grid counts fewer blocks along y).
 MAX_EXTENT = 65535 * 16
 C_DTYPES = ("float32", "float16", "bfloat16")
 
@@ -58,7 +62,7 @@ def _majors(name: str, t: Any, contiguous: str, transposed: str, how: str) -> li
     return majors
 
 
-def traits(a: Any, b: Any, c: Any, *, step: str, vector: bool, alternative: str = "gemm2_smem") -> Operands:
+def traits(a: Any, b: Any, c: Any, *, step: str, vector: bool) -> Operands:
     """The dtypes, shapes, majors and alignment of ``c = a @ b`` for `step`, checked on any device (CPU tensors
     too: compiling without a GPU goes through here).
 
@@ -108,16 +112,15 @@ def traits(a: Any, b: Any, c: Any, *, step: str, vector: bool, alternative: str 
                 raise ValueError(
                     f"{name}'s contiguous extent is {what}={extent} and its address is {t.data_ptr() % 16} bytes past "
                     f"16-byte alignment; {step} moves 16-byte vectors, so {what} must be a multiple of {per} and "
-                    f"{name} 16-byte aligned. Pad {what} (torch.nn.functional.pad) or use {alternative}, which takes "
-                    "any shape")
+                    f"{name} 16-byte aligned. Pad {what} (torch.nn.functional.pad) or use {ANY_SHAPE_STEP}, which "
+                    "takes any shape")
     return Operands(launch.dtype_name(a), launch.dtype_name(c), a_major, b_major, elems if vector else 1)
 
 
 _capability: dict[Any, int] = {}
 
 
-def check(a: Any, b: Any, c: Any, *, step: str, vector: bool, min_cc: int,
-          alternative: str = "gemm2_smem") -> Operands:
+def check(a: Any, b: Any, c: Any, *, step: str, vector: bool, min_cc: int) -> Operands:
     """`traits`, plus: all three on one GPU of compute capability `min_cc` or newer (80 or 90: the step's
     instructions do not exist before)."""
     for name, t in (("a", a), ("b", b), ("c", c)):
@@ -125,13 +128,13 @@ def check(a: Any, b: Any, c: Any, *, step: str, vector: bool, min_cc: int,
             raise ValueError(f"{name} is on {t.device}; move it to the GPU: {name} = {name}.cuda()")
         if isinstance(t, torch.Tensor) and t.device != a.device:
             raise ValueError(f"{name} is on {t.device} but a is on {a.device}; put all three on one GPU")
-    ops = traits(a, b, c, step=step, vector=vector, alternative=alternative)
+    ops = traits(a, b, c, step=step, vector=vector)
     if a.device not in _capability:
         major, minor = torch.cuda.get_device_capability(a.device)
         _capability[a.device] = major * 10 + minor
     cc = _capability[a.device]
     if cc < min_cc:
-        way = f"use {alternative}" if min_cc > 80 else "every GEMM step needs an sm_80+ GPU (A100, L4, H100)"
+        way = f"use {SM80_STEP}" if min_cc > 80 else "every GEMM step needs an sm_80+ GPU (A100, L4, H100)"
         raise ValueError(f"{step} needs sm_{min_cc} or newer (its instructions do not exist before); this GPU is "
                          f"sm_{cc}: {way}")
     return ops
@@ -178,16 +181,29 @@ def cta_tiles(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, tiler: cute.Til
     return tuple(cute.local_tile(t, tiler, coord, proj=p) for t, p in zip((mA, mB, mC, *identities), projections))
 
 
+def tiled_copy_ab(atom: Any, major_is_k: bool, rows: int, tile_k: int, threads: int, vector: int = 8
+                  ) -> cute.TiledCopy:
+    """Host side: a tiled copy of a (rows, tile_k) tile of A or B with `atom` (universal copies or ``cp.async``) of
+    `vector` elements (8 16-bit elements: 16 bytes) along the operand's contiguous mode, the threads next to each
+    other along it too, so that a warp reads neighbouring addresses (whole 32-byte sectors)."""
+    if major_is_k:
+        lanes = tile_k // vector
+        return cute.make_tiled_copy_tv(atom, cute.make_layout((threads // lanes, lanes), stride=(lanes, 1)),
+                                       cute.make_layout((1, vector)))
+    lanes = rows // vector
+    return cute.make_tiled_copy_tv(atom, cute.make_layout((lanes, threads // lanes), stride=(1, lanes)),
+                                   cute.make_layout((vector, 1)))
+
+
 @cute.jit
 def store_inside(acc: cute.Tensor, tCgC: cute.Tensor, tCcC: cute.Tensor, shape: cute.Shape):
-    """The simplest epilogue, inside a kernel: round this thread's accumulators `acc` to C's dtype and store those
-    whose coordinates (`tCcC`, the same partition of an identity tensor) lie inside `shape`, straight from registers
-    into `tCgC`. Steps 2 and 3 end with it; step 4 replaces it with 128-bit stores through shared memory."""
-    out = cute.make_fragment_like(acc, tCgC.element_type)
-    out.store(acc.load().to(tCgC.element_type))
-    for i in cutlass.range(cute.size(out), unroll_full=True):
+    """The simplest epilogue, inside a kernel: each of this thread's accumulators `acc`, rounded to C's dtype, goes
+    straight from its register to `tCgC` if its coordinate (`tCcC`, the same partition of an identity tensor) lies
+    inside `shape`. One element at a time: a whole-fragment conversion (``acc.load().to(...)``) let LLVM hoist the
+    conversions above a ``wgmma.wait_group``, reading accumulators the Tensor Cores were still writing."""
+    for i in cutlass.range(cute.size(acc), unroll_full=True):
         if cute.elem_less(tCcC[i], shape):
-            tCgC[i] = out[i]
+            tCgC[i] = acc[i].to(tCgC.element_type)
 
 
 def compile_for(host: Any, config: Any, ops: Operands, a: Any, b: Any, c: Any, stream: Any,
@@ -200,26 +216,37 @@ def compile_for(host: Any, config: Any, ops: Operands, a: Any, b: Any, c: Any, s
                         ops, config, options=options)
 
 
-class Launcher:
+class Launcher(launch.Launcher):
     """One step's launcher: validate, compile once per (operand traits, config), then call with raw pointers.
 
-    ``Launcher(host, Config, step="gemm1_naive", vector=False, min_cc=80)(a, b, c)``. The checks' verdict is kept per
-    (config, dtypes, devices, shapes, strides, alignment), so a repeated call costs that key, three pointers and the
-    call: a few microseconds of host time.
+    ``gemm = Launcher(host, Config, vector=True, min_cc=80)`` in a step's module; ``gemm(a, b, c)`` or
+    ``gemm(a, b, c, Config(...))``. The step's name (in error messages) is the module's. The checks' verdict is kept
+    per (config, dtypes, devices, shapes, strides, alignment), so a repeated call costs that key, three pointers and
+    the call: a few microseconds of host time.
     """
 
-    def __init__(self, host: Any, config_type: Callable[..., Any], *, step: str, vector: bool, min_cc: int,
-                 alternative: str = "gemm2_smem", for_device: Callable[[Any, Any], Any] | None = None) -> None:
-        self.host, self.config_type, self.default, self.step = host, config_type, config_type(), step
-        self.vector, self.min_cc, self.alternative = vector, min_cc, alternative
+    def __init__(self, host: Any, config_type: Callable[..., Any], *, vector: bool, min_cc: int,
+                 for_device: Callable[[Any, Any], Any] | None = None) -> None:
+        super().__init__(self._compile, self._arguments)
+        self.host, self.config_type, self.default = host, config_type, config_type()
+        self.step = host.__module__.rpartition(".")[2]
+        self.vector, self.min_cc = vector, min_cc
         self.for_device = for_device  # (config, torch device) -> the config compiled for that device
-        self.compiled: dict[tuple[Any, ...], Any] = {}
         self.plans: dict[tuple[Any, ...], tuple[Any, Operands]] = {}
+
+    def _compile(self, key: tuple[Operands, Any], a: Any, b: Any, c: Any, stream: Any) -> Any:
+        ops, config = key
+        return compile_for(self.host, config, ops, a, b, c, stream)
+
+    @staticmethod
+    def _arguments(key: tuple[Operands, Any], a: Any, b: Any, c: Any) -> tuple[Any, ...]:
+        (m, k), n = a.shape, b.shape[1]
+        return (*pointers(key[0], a, b, c), m, n, k)
 
     def plan(self, a: Any, b: Any, c: Any, config: Any) -> tuple[Any, Operands] | None:
         """Check the call, compile if needed, and return the compiled kernel and the operands' traits (None: nothing
         to launch)."""
-        ops = check(a, b, c, step=self.step, vector=self.vector, min_cc=self.min_cc, alternative=self.alternative)
+        ops = check(a, b, c, step=self.step, vector=self.vector, min_cc=self.min_cc)
         if c.numel() == 0:
             return None
         if a.shape[1] == 0:
@@ -227,15 +254,15 @@ class Launcher:
             return None
         if self.for_device is not None:
             config = self.for_device(config, a.device)
-        fn = self.compiled.get((ops, config))
-        if fn is None:
-            fn = self.compiled[(ops, config)] = compile_for(self.host, config, ops, a, b, c, launch.current_stream())
-        return fn, ops
+        return self.kernel((ops, config), a, b, c, stream=launch.current_stream()), ops
 
-    def __call__(self, a: Any, b: Any, c: Any = None, config: Any = None) -> Any:
+    def __call__(self, a: Any, b: Any, c: Any = None, config: Any = None) -> Any:  # type: ignore[override]
         if c is None and isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dim() == b.dim() == 2:
             c = torch.empty(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
         config = self.default if config is None else config
+        if not isinstance(config, self.config_type):
+            given = f"{type(config).__module__.rpartition('.')[2]}.{type(config).__qualname__}"
+            raise ValueError(f"config is a {given}; {self.step} takes its own: {self.step}.Config(...)")
         try:
             key = (config, a.dtype, b.dtype, c.dtype, a.device, b.device, c.device, a.shape, b.shape, c.shape,
                    a.stride(), b.stride(), c.stride(), a.data_ptr() % 16, b.data_ptr() % 16, c.data_ptr() % 16)
@@ -253,6 +280,13 @@ class Launcher:
         (m, k), n = a.shape, b.shape[1]
         fn(*pointers(ops, a, b, c), m, n, k, launch.current_stream(a.get_device()))
         return c
+
+
+def for_device(config: Any, device: Any) -> Any:
+    """A persistent step's `config` with ``sms`` no larger than `device`'s SM count: a persistent grid larger than
+    the GPU runs its last CTAs after the others have finished, twice as long."""
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    return config if config.sms <= sms else replace(config, sms=sms)
 
 
 #: C dtype -> (bound on ‖c − ref‖/‖ref‖, bound on max|c − ref| / rms(ref)): fp32 accumulation over K ≤ 4096 stays

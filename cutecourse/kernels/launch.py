@@ -1,11 +1,13 @@
-"""Torch tensors in, CuTe tensors out: checks whose errors name the fix, the vector width, the current stream.
+"""Torch tensors in, CuTe tensors out: checks whose errors name the fix, the vector width, the current stream, and
+the one launcher every kernel of `cutecourse.kernels` is called through (compile once per configuration, then call).
 
-Every launcher in `cutecourse.kernels` goes through these, so a learner's mistake (a CPU tensor, a transposed view,
-a float64 tensor) gets the same clear message everywhere.
+Every launcher goes through these, so a learner's mistake (a CPU tensor, a transposed view, a float64 tensor) gets
+the same clear message everywhere.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import cuda.bindings.driver as cuda
@@ -67,20 +69,40 @@ def cute_tensor(t: Any, divisibility: tuple[int, int] = (1, 1), vector: int = 1)
     return x
 
 
-def run(cache: dict[Any, Any], config: Any, compile_fn: Any, tensors_fn: Any, *tensors: Any,
-        scalars: tuple[Any, ...] = ()) -> Any:
-    """Every launcher's last step, once its checks chose `config`: nothing to launch for an empty input; else the
-    kernel compiled for `config` (``compile_fn(config, *tensors, stream)`` on the first call, then from `cache`;
-    shapes are dynamic, so one compile serves every shape), called with ``tensors_fn(config, *tensors)``, then
-    `scalars`, on torch's current stream of the tensors' GPU. Returns the last tensor (the output)."""
-    if tensors[0].numel() == 0:
+class Launcher:
+    """Every kernel's launcher, once its checks chose a `key` (a Config, or what else fixes the compiled code):
+    compile once per key, then call on torch's current stream of the tensors' GPU.
+
+    ``Launcher(compile, arguments)``: ``compile(key, *tensors, stream)`` builds the kernel on the first call with a
+    key (shapes are dynamic, so one compile serves every shape); ``arguments(key, *tensors)`` turns the tensors into
+    what the compiled kernel takes (CuTe tensors, or pointers and extents). A module's public function checks its
+    tensors, chooses the key and launches::
+
+        _launcher = launch.Launcher(compile, _arguments)
+
+        def copy(src, dst):
+            return _launcher(plan(src, dst), src, dst)
+    """
+
+    def __init__(self, compile: Callable[..., Any], arguments: Callable[..., Sequence[Any]]) -> None:
+        self.compile, self.arguments = compile, arguments
+        self.compiled: dict[Any, Any] = {}
+
+    def kernel(self, key: Any, *tensors: Any, stream: Any) -> Any:
+        """The kernel compiled for `key`, compiled now for tensors like these if no call had that key before."""
+        fn = self.compiled.get(key)
+        if fn is None:
+            fn = self.compiled[key] = self.compile(key, *tensors, stream)
+        return fn
+
+    def __call__(self, key: Any, *tensors: Any, scalars: tuple[Any, ...] = ()) -> Any:
+        """Launch the kernel of `key` on the tensors, then `scalars`; nothing to launch for an empty input. Returns
+        the last tensor (the output)."""
+        if tensors[0].numel() == 0:
+            return tensors[-1]
+        stream = current_stream(tensors[0].get_device())
+        self.kernel(key, *tensors, stream=stream)(*self.arguments(key, *tensors), *scalars, stream)
         return tensors[-1]
-    stream = current_stream(tensors[0].get_device())
-    fn = cache.get(config)
-    if fn is None:
-        fn = cache[config] = compile_fn(config, *tensors, stream)
-    fn(*tensors_fn(config, *tensors), *scalars, stream)
-    return tensors[-1]
 
 
 _STREAMS: dict[int, Any] = {}

@@ -7,7 +7,6 @@ stream) and nothing else, so `cutecourse doctor --smoke` can tell a broken insta
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import cutlass
@@ -36,18 +35,18 @@ def host(x: cute.Tensor, out: cute.Tensor, stream: Any, threads: cutlass.Constex
     _kernel(x, out, threads).launch(grid=(blocks, 1, 1), block=(threads, 1, 1), stream=stream)
 
 
-def fake_args() -> tuple[Any, ...]:
-    """Arguments for compiling `host` without a GPU: float32 vectors of symbolic length and a fake stream."""
-    from cutlass.cute.runtime import make_fake_compact_tensor, make_fake_stream
+def _arguments(config: SmokeConfig, *tensors: Any) -> list[Any]:
+    from cutlass.cute.runtime import from_dlpack
 
-    n = cute.sym_int()
-    return (make_fake_compact_tensor(cutlass.Float32, (n,)), make_fake_compact_tensor(cutlass.Float32, (n,)),
-            make_fake_stream())
+    return [from_dlpack(t).mark_layout_dynamic() for t in tensors]
 
 
-@lru_cache(maxsize=None)
-def _compiled(config: SmokeConfig) -> Any:
-    return cute.compile(host, *fake_args(), threads=config.threads_per_block)
+def compile(config: SmokeConfig, x: Any, out: Any, stream: Any, options: str = "") -> Any:
+    """Compile for float32 vectors like `x` and `out` (torch, on the GPU or the CPU: no GPU needed)."""
+    return cute.compile(host, *_arguments(config, x, out), stream, threads=config.threads_per_block, options=options)
+
+
+_launcher = launch.Launcher(compile, _arguments)
 
 
 def _check(name: str, t: Any) -> None:
@@ -66,18 +65,12 @@ def _check(name: str, t: Any) -> None:
 
 def smoke(x: Any, out: Any, config: SmokeConfig = SmokeConfig()) -> Any:
     """``out = 2 * x + 1`` on the GPU; `x` and `out` are float32 CUDA vectors of the same length."""
-    from cutlass.cute.runtime import from_dlpack
-
     _check("x", x)
     _check("out", out)
     if x.shape != out.shape:
         raise ValueError(f"out has shape {tuple(out.shape)} but x has {tuple(x.shape)}: "
                          "allocate out = torch.empty_like(x)")
-    if x.numel() == 0:
-        return out
-    _compiled(config)(from_dlpack(x).mark_layout_dynamic(), from_dlpack(out).mark_layout_dynamic(),
-                      launch.current_stream())
-    return out
+    return _launcher(config, x, out)
 
 
 def self_test(n: int = 100_003) -> str:

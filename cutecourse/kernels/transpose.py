@@ -108,7 +108,6 @@ def _smem_kernel(gS: cute.Tensor, gDT: cute.Tensor, cS: cute.Tensor, shape: cute
     cute.copy(atom, out, tDg, pred=per_vector(tDc, shape, vector_bits // dtype.width))
 
 
-
 # ---------------------------------------------------------------------------------------------------------------------
 # Host code
 
@@ -141,19 +140,19 @@ def host(mS: cute.Tensor, mD: cute.Tensor, stream: Any, variant: cutlass.Constex
             grid=grid, block=(threads, 1, 1), stream=stream)
 
 
-def _tensors(config: TransposeConfig, *tensors: Any) -> list[Any]:
+def _arguments(config: TransposeConfig, *tensors: Any) -> list[Any]:
     # M and N are both promised multiples of the vector: one is contiguous in the input, the other in the output.
     return [launch.cute_tensor(t, (config.vector, config.vector), config.vector) for t in tensors]
 
 
 def compile(config: TransposeConfig, src: Any, dst: Any, stream: Any, options: str = "") -> Any:
     """Compile step `config.variant` for tensors like `src` and `dst` (torch, on the GPU or the CPU)."""
-    return cute.compile(host, *_tensors(config, src, dst), stream,
+    return cute.compile(host, *_arguments(config, src, dst), stream,
                         variant=config.variant, tile=config.tile, threads=config.threads, vector=config.vector,
                         options=options)
 
 
-_compiled: dict[TransposeConfig, Any] = {}
+_launcher = launch.Launcher(compile, _arguments)
 
 
 def plan(src: Any, dst: Any, variant: str = "smem", tile: int = 64, threads: int = 256) -> TransposeConfig:
@@ -168,4 +167,4 @@ def plan(src: Any, dst: Any, variant: str = "smem", tile: int = 64, threads: int
 def transpose(src: Any, dst: Any, variant: str = "smem", tile: int = 64, threads: int = 256) -> Any:
     """``dst = src.T`` on the GPU with step `variant` ("naive" or "smem"); returns dst. `tile` and `threads` shape
     the smem step's blocks (the naive step always uses 32×32 tiles)."""
-    return launch.run(_compiled, plan(src, dst, variant, tile, threads), compile, _tensors, src, dst)
+    return _launcher(plan(src, dst, variant, tile, threads), src, dst)

@@ -1,7 +1,8 @@
 """Every GEMM step on the GPU against torch in float64: 200 random shapes per step (1 to 4096 per dimension, primes
 included, tails that are no tile's multiple), both operand dtypes, the three C dtypes, both majors of A and B, outputs
-poisoned with NaN first. Deliberately broken kernels, derived from the steps' own source, are shown to fail the same
-check; each step refuses a GPU older than it needs, by name; a cached launch costs at most 20 µs of host time."""
+poisoned with NaN first. Deliberately broken kernels, one for each idea a step adds, derived from the steps' own
+source, are shown to fail the same check; each step refuses a GPU older than it needs, by name; a cached launch costs
+at most 20 µs of host time."""
 
 import gc
 import importlib
@@ -94,38 +95,38 @@ def test_step_matches_float64_torch_on_random_shapes(step, combo):
     assert not wrong, f"{step}: {len(wrong)} of {len(cases)} shapes wrong:\n" + "\n".join(wrong[:10])
 
 
-STEP6_VARIANTS = {"the other schedule": None, "256 x 128 tiles, cluster 1 x 2, multicast A": dict(
-    tile_m=256, tile_n=128, cluster_m=1, cluster_n=2, epi_n=32, epi_stages=2)}
+#: step -> {what: Config fields}: tile shapes and schedules beside a step's default, each on 100 random shapes.
+VARIANTS = {
+    "gemm07_warpspecialized": {"64-row tiles: one consumer warpgroup": dict(tile_m=64)},
+    "gemm08_persistent": {"256 x 128 tiles: two 64-row slabs a consumer warpgroup": dict(tile_m=256, tile_n=128)},
+    "gemm09_multicast": {"256 x 128 tiles, cluster 1 x 2, multicast A": dict(
+        tile_m=256, tile_n=128, cluster_m=1, cluster_n=2, epi_n=32, epi_stages=2),
+                         "cluster 1 x 1: no multicast": dict(cluster_m=1)},
+    "gemm10_pingpong": {"128 x 64 tiles, cluster 1 x 2": dict(tile_n=64, cluster_m=1, cluster_n=2)},
+}
 
 
-@pytest.mark.parametrize("what", list(STEP6_VARIANTS))
-def test_step6_variants_match_too(what):
-    """Step 6 has two schedules (cooperative: both consumer warpgroups on one tile; pingpong: one tile each, the
-    epilogue of one overlapping the mainloop of the other) and tile shapes beside its default: they are right too."""
-    needs(90)
-    from cutecourse.kernels import gemm6_warpspecialized as step6
-
-    other = "cooperative" if step6.Config().schedule == "pingpong" else "pingpong"
-    fields = STEP6_VARIANTS[what]
-    config = step6.SCHEDULES[other] if fields is None else step6.Config(**fields)
+@pytest.mark.parametrize("step, what", [(s, w) for s, vs in VARIANTS.items() for w in vs])
+def test_other_configs_of_a_step_match_too(step, what):
+    module = runnable(step)
+    config = module.Config(**VARIANTS[step][what])
     for combo in COMBOS[:2]:
         cases = shapes(zlib.crc32(what.encode()) + COMBOS.index(combo), 50, True, combo)
-        wrong = failures(lambda a, b, c: step6.gemm(a, b, c, config), combo, cases)
-        assert not wrong, f"step 6 {config}: {len(wrong)} of {len(cases)} shapes wrong:\n" + "\n".join(wrong[:10])
+        wrong = failures(lambda a, b, c: module.gemm(a, b, c, config), combo, cases)
+        assert not wrong, f"{step} {config}: {len(wrong)} of {len(cases)} shapes wrong:\n" + "\n".join(wrong[:10])
 
 
-def test_step6_persistent_grids_of_any_size_cover_every_tile():
+@pytest.mark.parametrize("step", ["gemm08_persistent", "gemm09_multicast", "gemm10_pingpong"])
+def test_persistent_grids_of_any_size_cover_every_tile(step):
     """The persistent grid is as small as its rounds allow and never larger than the GPU: with 114 SMs (an H100
     PCIe), with more SMs than the GPU has (lowered to its count), and with 6, every tile is computed once."""
-    needs(90)
-    from cutecourse.kernels import gemm6_warpspecialized as step6
-
+    module = runnable(step)
     for sms in (114, 1000, 6):
-        config = step6.Config(sms=sms)
-        wrong = failures(lambda a, b, c: step6.gemm(a, b, c, config), COMBOS[0],
+        config = module.Config(sms=sms)
+        wrong = failures(lambda a, b, c: module.gemm(a, b, c, config), COMBOS[0],
                          [(4096, 4096, 128), (4000, 3000, 200), (257, 136, 64)])
-        assert not wrong, f"sms={sms}: " + "\n".join(wrong)
-    assert not any(cfg.sms == 1000 for _, cfg in step6.gemm.compiled)  # it was lowered to the GPU's count
+        assert not wrong, f"{step} sms={sms}: " + "\n".join(wrong)
+    assert not any(cfg.sms == 1000 for _, cfg in module.gemm.compiled)  # it was lowered to the GPU's count
 
 
 def variant(step, edits, tmp_path):
@@ -146,43 +147,67 @@ def variant(step, edits, tmp_path):
     return broken
 
 
-#: step -> {what is broken: the edits}: each must make the check above fail.
+#: step -> {what is broken: the edits}, at least one per idea the step adds: each must make the check above fail.
 BROKEN = {
-    "gemm1_naive": {"the K loop stops one short": [("cutlass.range(mA.shape[1])", "cutlass.range(mA.shape[1] - 1)")]},
-    "gemm2_smem": {"each slice skips its last k": [("cutlass.range_constexpr(cute.size(tCsA, mode=[2]))",
-                                                   "cutlass.range_constexpr(cute.size(tCsA, mode=[2]) - 1)")]},
-    "gemm3_mma": {"each slice skips its last MMA k-block": [
-        ("cutlass.range_constexpr(cute.size(tCrA, mode=[2]))",
-         "cutlass.range_constexpr(cute.size(tCrA, mode=[2]) - 1)")]},
-    "gemm4_multistage": {
+    "gemm01_naive": {"the K loop stops one short": [("cutlass.range(mA.shape[1])", "cutlass.range(mA.shape[1] - 1)")]},
+    "gemm02_smem": {"each K tile skips its last k": [
+        ("cutlass.range_constexpr(k_blocks):  # one k at a time", "cutlass.range_constexpr(k_blocks - 1):")]},
+    "gemm03_mma": {
+        "each K tile skips its last MMA k-block": [
+            ("cutlass.range_constexpr(k_blocks):  # tile_k / 16 steps of the MMA's K",
+             "cutlass.range_constexpr(k_blocks - 1):")],
+        "every MMA of a K tile takes A's first k-block": [
+            ("cute.gemm(tiled_mma, acc, tCrA[None, None, kb],", "cute.gemm(tiled_mma, acc, tCrA[None, None, 0],")]},
+    "gemm04_multistage": {
+        "the stage being computed on is refilled": [("write = read - 1", "write = read")],
+        "the register double buffer reloads the k-block it computes": [("kn = (kb + 1) % k_blocks", "kn = kb")]},
+    "gemm05_swizzle": {
         "the epilogue reads the C tile unswizzled, though it was written swizzled": [
-            ("thr_C.partition_S(sC)", "thr_C.partition_S(cute.make_tensor(sC.iterator, sC_layout.outer))")],
-        "the stage being computed on is refilled": [("write = read - 1", "write = read")]},
-    "gemm5_wgmma": {
+            ("thr_copy_c.partition_S(sC)", "thr_copy_c.partition_S(cute.make_tensor(sC.iterator, sC_layout.outer))")],
+        "ldmatrix reads A unswizzled, though cp.async wrote it swizzled": [
+            ("thr_copy_s2r_a.partition_S(sA)",
+             "thr_copy_s2r_a.partition_S(cute.make_tensor(sA.iterator, sA_layout.outer))")]},
+    "gemm06_wgmma": {
         "the TMA writes A unswizzled, the wgmma reads it 128B-swizzled": [
-            ("cute.slice_(sA_layout, (None, None, 0)), (tile[0], tile[2])",
-             "cute.slice_(sA_layout.outer, (None, None, 0)), (tile[0], tile[2])")],
+            ("cute.slice_(sA_layout, (None, None, 0)),\n", "cute.slice_(sA_layout.outer, (None, None, 0)),\n")],
         "each wgmma overwrites the accumulators": [("    tiled_mma.set(warpgroup.Field.ACCUMULATE, True)\n", "")]},
-    "gemm6_warpspecialized": {
+    "gemm07_warpspecialized": {
+        "the producer writes every k-tile into stage 0": [("tAsA[(None, write.index)]", "tAsA[(None, 0)]")]},
+    "gemm08_persistent": {
+        "every CTA starts at work item 0": [("first_work, _, _ = cute.arch.block_idx()",
+                                             "first_work = cutlass.Int32(0)")],
+        "the raster takes the last, shorter group as a whole one": [
+            ("rows = cutlass.min(tiles_m - first_m, group_m)", "rows = group_m")]},
+    "gemm09_multicast": {
         "both CTAs of a cluster take the same tile": [("(first_m + r % rows) * cluster_m + cta_m",
-                                                       "(first_m + r % rows) * cluster_m")]},
+                                                       "(first_m + r % rows) * cluster_m")],
+        "every TMA store writes the tile's first subtile": [("bSG_gC[(None, j)]", "bSG_gC[(None, 0)]")]},
+    "gemm10_pingpong": {
+        "warpgroup 2 stores its tiles over warpgroup 1's": [
+            ("\n            tm, tn = _tile_coord(work, ",
+             "\n            tm, tn = _tile_coord(work - consumer * work_stride, ")]},
 }
+#: Shapes for the broken kernels: whole tiles, many tiles per persistent CTA (4096 x 4096), a raster group cut short
+#: (700 rows are 6 tiles of 128), ragged tails.
+BROKEN_CASES = [(256, 256, 256), (4096, 512, 1024), (200, 136, 72), (700, 1000, 64), (4096, 4096, 128)]
 
 
 @pytest.mark.parametrize("step, what", [(s, w) for s, vs in BROKEN.items() for w in vs])
 def test_a_broken_kernel_fails_the_check(step, what, tmp_path):
     runnable(step)
     broken = variant(step, BROKEN[step][what], tmp_path)
-    combo = COMBOS[0]
-    cases = [(256, 256, 256), (4096, 512, 1024), (200, 136, 72)]
-    assert failures(broken.gemm, combo, cases), f"{step} with {what} passed the check: the check cannot fail"
+    assert failures(broken.gemm, COMBOS[0], BROKEN_CASES), f"{step} with {what} passed the check: it cannot fail"
+
+
+def test_every_idea_of_the_ladder_has_a_broken_kernel():
+    assert list(BROKEN) == STEPS
 
 
 @pytest.mark.parametrize("step", STEPS)
 def test_each_step_names_the_arch_it_needs(step, monkeypatch):
     module = importlib.import_module(f"cutecourse.kernels.{step}")
-    assert module.gemm.min_cc == (90 if step in STEPS[4:] else 80)
-    older, way = (80, "use gemm4_multistage") if module.gemm.min_cc == 90 else (75, "every GEMM step needs an sm_80")
+    assert module.gemm.min_cc == (90 if step in STEPS[5:] else 80)
+    older, way = (80, "use gemm05_swizzle") if module.gemm.min_cc == 90 else (75, "every GEMM step needs an sm_80")
     a, b, c = operands(64, 64, 64, COMBOS[0])
     monkeypatch.setitem(gemm_launch._capability, a.device, older)  # pretend to be an A100 (a T4)
     monkeypatch.setattr(module.gemm, "plans", {})  # no verdict cached by an earlier call
@@ -192,15 +217,15 @@ def test_each_step_names_the_arch_it_needs(step, monkeypatch):
 
 
 def test_a_cpu_operand_and_unsupported_strides_are_refused():
-    from cutecourse.kernels import gemm4_multistage
+    from cutecourse.kernels import gemm05_swizzle
 
     a, b, c = operands(64, 64, 64, COMBOS[0])
     with pytest.raises(ValueError, match=r"b is on cpu; move it to the GPU: b = b.cuda\(\)"):
-        gemm4_multistage.gemm(a, b.cpu(), c)
-    with pytest.raises(ValueError, match=r"a's contiguous extent is K=60 .* multiple of 8"):
-        gemm4_multistage.gemm(a[:, :60].contiguous(), b[:60], c)
+        gemm05_swizzle.gemm(a, b.cpu(), c)
+    with pytest.raises(ValueError, match=r"a's contiguous extent is K=60 .* multiple of 8 .* or use gemm02_smem"):
+        gemm05_swizzle.gemm(a[:, :60].contiguous(), b[:60], c)
     with pytest.raises(ValueError, match=r"a has shape \(64, 60\) and strides \(64, 1\): neither row- nor column"):
-        gemm4_multistage.gemm(a[:, :60], b[:60], c)
+        gemm05_swizzle.gemm(a[:, :60], b[:60], c)
 
 
 @pytest.mark.parametrize("step", STEPS)

@@ -41,8 +41,8 @@ def test_the_gemm_benchmark_names_a_malformed_variant_and_the_form_it_wants():
     spec = importlib.util.spec_from_file_location("gemm_benchmark", path)
     gemm = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gemm)
-    for bad in ("9:stages=3", "6:epi_n", "stages=3"):
+    for bad in ("11:stages=3", "9:epi_n", "stages=3"):
         with pytest.raises(SystemExit, match=f"--variants '{bad}': write STEP:FIELD=VALUE"):
             gemm.kernels_to_time([], [bad])
-    assert list(gemm.kernels_to_time([6], ["6:epi_n=64,stages=3"])) == [
-        "gemm6_warpspecialized", "gemm6_warpspecialized(epi_n=64,stages=3)"]
+    assert list(gemm.kernels_to_time([9], ["9:epi_n=64,stages=3"])) == [
+        "gemm09_multicast", "gemm09_multicast(epi_n=64,stages=3)"]

@@ -17,18 +17,23 @@ from cutlass.cute.runtime import make_fake_stream  # noqa: E402
 
 from cutecourse.kernels import GEMM_STEPS, gemm_launch, ptx  # noqa: E402
 
-#: step -> the instructions it adds. Each step keeps what it needs of the earlier ones.
+#: step -> the instructions it adds (an opcode prefix, or an operand such as ``%nctaid``). Each step keeps what it
+#: needs of the earlier ones.
 STEPS = {
-    "gemm1_naive": ["fma.rn.f32", "ld.global"],
-    "gemm2_smem": ["ld.shared", "bar.sync"],
-    "gemm3_mma": ["mma.sync.aligned.m16n8k16", "ldmatrix"],
-    "gemm4_multistage": ["cp.async.cg.shared.global", "cp.async.wait_group", "st.global.v4"],
-    "gemm5_wgmma": ["wgmma.mma_async", "cp.async.bulk.tensor", "mbarrier"],
-    "gemm6_warpspecialized": ["setmaxnreg", "cp.async.bulk.tensor.2d.global.shared", "multicast::cluster"],
+    "gemm01_naive": ["fma.rn.f32", "ld.global"],
+    "gemm02_smem": ["ld.shared", "bar.sync"],
+    "gemm03_mma": ["mma.sync.aligned.m16n8k16", "ldmatrix"],
+    "gemm04_multistage": ["cp.async.cg.shared.global", "cp.async.wait_group"],
+    "gemm05_swizzle": ["st.global.v4"],  # the epilogue's 128-bit stores, which the swizzled C tile makes possible
+    "gemm06_wgmma": ["wgmma.mma_async", "cp.async.bulk.tensor", "mbarrier"],
+    "gemm07_warpspecialized": ["setmaxnreg"],
+    "gemm08_persistent": ["%nctaid"],  # a persistent CTA strides over the tiles by the grid's size
+    "gemm09_multicast": ["multicast::cluster", "barrier.cluster", "cp.async.bulk.tensor.2d.global.shared"],
+    "gemm10_pingpong": ["bar.arrive"],  # a warpgroup hands the mainloop to the other without waiting
 }
+HOPPER = [step for step in STEPS if step >= "gemm06"]
 #: instructions a step must not have though an earlier one did: the Hopper steps leave mma.sync and cp.async behind.
-DROPPED = {"gemm5_wgmma": ["mma.sync", "ldmatrix", "cp.async.cg", "cp.async.ca"],
-           "gemm6_warpspecialized": ["mma.sync", "cp.async.cg", "cp.async.ca"]}
+DROPPED = {step: ["mma.sync", "ldmatrix", "cp.async.cg", "cp.async.ca"] for step in HOPPER}
 ORDER = list(STEPS)
 assert tuple(ORDER) == GEMM_STEPS, "a GEMM step was added or renamed: say here which instructions it adds"
 
@@ -44,7 +49,7 @@ def operands(m, n, k, ab=torch.float16, c=torch.float32, a_major="k", b_major="n
 
 
 def arch(step):
-    """Steps 1-4 compile for sm_80, the Hopper steps (which need sm_90) for sm_90a."""
+    """Steps 1-5 compile for sm_80, the Hopper steps (which need sm_90) for sm_90a."""
     return "sm_90a" if importlib.import_module(f"cutecourse.kernels.{step}").gemm.min_cc >= 90 else "sm_80"
 
 
@@ -56,8 +61,11 @@ def compile_ptx(step, a, b, c):
 
 
 def has(code, instruction):
-    return any(instruction in op for op in ptx.census(code)) or (instruction.startswith("multicast")
-                                                                  and instruction in code)
+    """Whether `code` issues `instruction`: an opcode that starts with it, or, for an operand (``%nctaid``,
+    ``multicast::cluster``), any instruction that names it."""
+    if instruction.startswith("%") or "::" in instruction:
+        return instruction in code
+    return ptx.count(code, instruction) > 0
 
 
 @pytest.fixture(scope="module")

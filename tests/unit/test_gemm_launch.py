@@ -1,7 +1,11 @@
 """The GEMM launchers' checks: each misuse gets a ValueError naming the argument and the fix, on any device (the
 shape, dtype, major and alignment rules are checked on CPU tensors here; the GPU tests repeat the device rules)."""
 
+import importlib
+
 import pytest
+
+from cutecourse import hw
 
 pytest.importorskip("cutlass")
 torch = pytest.importorskip("torch")
@@ -10,7 +14,7 @@ from cutecourse.kernels import gemm_launch  # noqa: E402
 
 
 def traits(a, b, c, vector=True):
-    return gemm_launch.traits(a, b, c, step="gemm4_multistage", vector=vector)
+    return gemm_launch.traits(a, b, c, step="gemm05_swizzle", vector=vector)
 
 
 def operands(m=64, n=32, k=16, dtype=torch.float16, out=torch.float32):
@@ -44,7 +48,7 @@ def test_misuse_names_the_argument_and_the_fix(change, match):
 
 def test_the_16_byte_rule_names_the_extent_and_the_way_out():
     a, b, c = operands(k=12)
-    with pytest.raises(ValueError, match=r"a's contiguous extent is K=12 .* multiple of 8 .* or use gemm2_smem"):
+    with pytest.raises(ValueError, match=r"a's contiguous extent is K=12 .* multiple of 8 .* or use gemm02_smem"):
         traits(a, torch.empty(12, 32, dtype=torch.float16), c)
     a, b, c = operands(n=36)
     with pytest.raises(ValueError, match=r"b's contiguous extent is N=36"):
@@ -64,11 +68,11 @@ def test_the_16_byte_rule_names_the_extent_and_the_way_out():
 
 
 def test_launchers_refuse_cpu_tensors_before_anything_else():
-    from cutecourse.kernels import gemm1_naive
+    from cutecourse.kernels import gemm01_naive
 
     a, b, c = operands()
     with pytest.raises(ValueError, match=r"a is on cpu; move it to the GPU: a = a.cuda\(\)"):
-        gemm1_naive.gemm(a, b, c)
+        gemm01_naive.gemm(a, b, c)
 
 
 def test_a_dimension_of_1_allows_either_major_and_the_aligned_one_is_taken():
@@ -86,25 +90,73 @@ def test_extents_past_the_grid_limit_are_refused_with_the_way_to_split():
         traits(a, b, c, vector=False)
 
 
-def test_step_6_never_launches_more_clusters_than_the_gpu_has_sms_for(monkeypatch):
+@pytest.mark.parametrize("step", ["gemm08_persistent", "gemm09_multicast", "gemm10_pingpong"])
+def test_the_persistent_steps_never_launch_more_ctas_than_the_gpu_has_sms_for(monkeypatch, step):
     from types import SimpleNamespace
 
-    from cutecourse.kernels import gemm6_warpspecialized as g6
-
+    module = importlib.import_module(f"cutecourse.kernels.{step}")
     sms = {"cuda:0": 114, "cuda:1": 132}  # an H100 PCIe and an H200
-    monkeypatch.setattr(g6.torch.cuda, "get_device_properties",
+    monkeypatch.setattr(gemm_launch.torch.cuda, "get_device_properties",
                         lambda device: SimpleNamespace(multi_processor_count=sms[device]))
-    assert g6.for_device(g6.Config(), "cuda:0").sms == 114
-    assert g6.for_device(g6.Config(), "cuda:1") == g6.Config()
-    assert g6.for_device(g6.Config(sms=64), "cuda:0").sms == 64  # a smaller grid asked for stays
-    assert g6.gemm.for_device is g6.for_device  # and the launcher applies it
+    assert module.Config().sms == hw.SPECS["H200"].sms == 132
+    assert gemm_launch.for_device(module.Config(), "cuda:0").sms == 114
+    assert gemm_launch.for_device(module.Config(), "cuda:1") == module.Config()
+    assert gemm_launch.for_device(module.Config(sms=64), "cuda:0").sms == 64  # a smaller grid asked for stays
+    assert module.gemm.for_device is gemm_launch.for_device  # and the launcher applies it
+
+
+def test_the_steps_take_their_limits_from_cutecourse_hw():
+    from cutecourse.kernels import gemm05_swizzle, gemm06_wgmma, gemm09_multicast
+
+    assert gemm05_swizzle.SMEM_BYTES == hw.ARCH_LIMITS["sm_80"].smem_per_block_max == 163 * 1024
+    assert gemm06_wgmma.SMEM_BYTES == gemm09_multicast.SMEM_BYTES == 227 * 1024
+
+
+@pytest.mark.parametrize("step, fields, match", [
+    ("gemm01_naive", dict(threads_m=64, threads_n=32), r"threads_m=64, threads_n=32\): a CTA has at most 1024"),
+    ("gemm02_smem", dict(tile_m=100), r"tile_m=100.*tile_m must be a multiple of 64"),
+    ("gemm03_mma", dict(tile_k=24), r"tile_k=24.*tile_k must be a multiple of 16"),
+    ("gemm04_multistage", dict(stages=2), r"stages=2.*stages >= 3"),
+    ("gemm05_swizzle", dict(stages=6), r"6 stages of 16-bit A and B tiles take more than the 166912 bytes"),
+    ("gemm05_swizzle", dict(tile_n=96), r"tile_n=96.*tile_n a power of two"),
+    ("gemm06_wgmma", dict(tile_n=256), r"more than 128 accumulators a thread"),
+    ("gemm07_warpspecialized", dict(tile_m=96), r"tile_m=96.*tile_m must be 64, 128 or 256"),
+    ("gemm08_persistent", dict(group_m=0), r"group_m=0.*group_m and sms must be at least 1"),
+    ("gemm09_multicast", dict(sms=1), r"sms=1.*sms at least cluster_m \* cluster_n"),
+    ("gemm10_pingpong", dict(tile_n=256), r"tile_n=256.*more than 128 accumulators a consumer thread"),
+])
+def test_a_config_the_kernel_cannot_run_is_refused_by_name(step, fields, match):
+    module = importlib.import_module(f"cutecourse.kernels.{step}")
+    module.Config()  # the defaults are valid
+    with pytest.raises(ValueError, match=match):
+        module.Config(**fields)
+
+
+def test_a_config_of_another_step_is_refused_by_name():
+    from cutecourse.kernels import gemm04_multistage, gemm05_swizzle
+
+    with pytest.raises(ValueError, match=r"config is a gemm04_multistage.Config; gemm05_swizzle takes its own: "
+                                         r"gemm05_swizzle.Config\(...\)"):
+        gemm05_swizzle.gemm(*operands(), gemm04_multistage.Config())
+
+
+@pytest.mark.parametrize("step", ["gemm07_warpspecialized", "gemm09_multicast"])
+def test_explicit_stages_that_do_not_fit_shared_memory_are_refused_at_compile_time(step):
+    from cutlass.cute.runtime import make_fake_stream
+
+    module = importlib.import_module(f"cutecourse.kernels.{step}")
+    a, b, c = operands(256, 256, 64)
+    ops = traits(a, b, c)
+    with pytest.raises(ValueError, match=r"Config\(stages=5\): 5 stages of 49152 bytes do not fit"):
+        gemm_launch.compile_for(module.host, module.Config(stages=5), ops, a, b, c, make_fake_stream(),
+                                options="--gpu-arch sm_90a")
 
 
 def test_a_launch_checks_and_compiles_once_then_passes_aligned_pointers_and_the_extents(monkeypatch):
     """The launcher's cached path, on CPU tensors: the checks (here `traits`, as `check` would refuse a CPU tensor)
     and the compile run on the first call only; every call gets the three pointers, 16-byte aligned for a vector
     step, with M, N, K and the stream."""
-    from cutecourse.kernels import gemm4_multistage as step4
+    from cutecourse.kernels import gemm05_swizzle as step5
 
     checks, compiles, calls = [], [], []
 
@@ -121,11 +173,11 @@ def test_a_launch_checks_and_compiles_once_then_passes_aligned_pointers_and_the_
     monkeypatch.setattr(gemm_launch.launch, "current_stream", lambda device=None: "the stream")
     monkeypatch.setattr(gemm_launch, "make_ptr", lambda dtype, address, space, assumed_align: (
         str(dtype), address, assumed_align))
-    launcher = gemm_launch.Launcher(step4.host, step4.Config, step="gemm4_multistage", vector=True, min_cc=80)
+    launcher = gemm_launch.Launcher(step5.host, step5.Config, vector=True, min_cc=80)
     a, b, c = operands(64, 32, 16)
     for _ in range(3):
         assert launcher(a, b, c) is c
-    assert checks == ["gemm4_multistage"] and compiles == [step4.Config()] and len(calls) == 3
+    assert checks == ["gemm05_swizzle"] and compiles == [step5.Config()] and len(calls) == 3
     pa, pb, pc, m, n, k, stream = calls[-1]
     assert (pa, pb, pc) == (("Float16", a.data_ptr(), 16), ("Float16", b.data_ptr(), 16),
                             ("Float32", c.data_ptr(), 16))
