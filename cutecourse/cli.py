@@ -109,7 +109,7 @@ def classroom_workflow(submissions: list[str], course: "object") -> str:
         uses: classroom-resources/autograding-command-grader@v1
         with:
           test-name: {lesson} exercise {exercise}
-          setup-command: pip install -e .
+          setup-command: pip install -e .[dev]
           command: cutecourse grade {submission}{where} --exercise {exercise} --out grading/{slug}
           timeout: 30
           max-score: {points:g}""")

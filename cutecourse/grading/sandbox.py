@@ -359,7 +359,9 @@ def _serve(spec: dict[str, Any]) -> None:
         try:
             fn = namespace.get(request["name"])
             if not callable(fn):
-                raise NameError(f"{request['name']} is not defined (did its cell run without errors?)")
+                why = "; ".join(f"exercise {e}'s cell raised {m}" for e, m in errors.items()) or \
+                    "did its cell run without errors?"
+                raise NameError(f"{request['name']} is not defined ({why})")
             value, outputs = execute(fn, request["args"], request.get("via", "call"), request.get("options"))
             reply = {"ok": True, "value": encode(value), "outputs": [encode(o) for o in outputs]}
         except BaseException as exc:  # noqa: BLE001
