@@ -484,7 +484,11 @@ class Walls:
     def pids(self) -> set[int]:
         """Processes of this submission that are alive."""
         alive = cgroup_pids(self.cgroups)
-        for line in self.pid_file.read_text().split():
+        try:
+            recorded = self.pid_file.read_text().split()
+        except OSError:  # the walls are being taken down
+            recorded = []
+        for line in recorded:
             pid = int(line)
             if _alive(pid):
                 alive.add(pid)

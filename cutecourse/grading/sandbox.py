@@ -458,6 +458,8 @@ class Learner:
             self._fail(f"the learner's process was gone before {doing}")
 
     def _fail(self, why: str) -> None:
+        if getattr(self.walls, "over_memory", False):
+            why += f"; the submission went over its {self.walls.limits.memory_mb} MiB of memory and was stopped"
         tail = self._stderr.text() if self._stderr else ""
         self.close()
         raise LearnerError(why + (f"; the end of its stderr: {tail[-800:]}" if tail else ""))
