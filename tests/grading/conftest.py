@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Callable
 
@@ -103,3 +104,60 @@ def one_column_short(source: str, coords: str) -> str:
     right = f"cute.elem_less({coords}[i], shape)"
     assert right in source, f"the solution no longer has {right!r}; update this helper"
     return source.replace(right, f"cute.elem_less({coords}[i], (shape[0], shape[1] - 1))")
+
+
+# --------------------------------------------------------------------------- answers that call what an exercise forbids
+
+
+def forbidden(lesson: str, exercise: str) -> list[str]:
+    """The dotted names an exercise's answer cell forbids (its metadata's "forbid"), from the course's solution."""
+    cell = nbio.answers(nbio.load(ROOT / "solutions" / f"{lesson}.ipynb"))[exercise]
+    return list(nbio.meta(cell).get("forbid", []))
+
+
+def called_names(source: str) -> set[str]:
+    """The full dotted names of the course and DSL functions `source` calls, through its imports' aliases."""
+    import ast
+
+    tree = ast.parse(textwrap.dedent(source))
+    alias: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            alias.update({a.asname or a.name.split(".")[0]: a.name if a.asname else a.name.split(".")[0]
+                          for a in node.names})
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            alias.update({a.asname or a.name: f"{node.module}.{a.name}" for a in node.names})
+
+    def dotted(expr: ast.expr) -> str | None:
+        if isinstance(expr, ast.Name):
+            return alias.get(expr.id)
+        if isinstance(expr, ast.Attribute):
+            base = dotted(expr.value)
+            return None if base is None else f"{base}.{expr.attr}"
+        return None
+
+    names = {dotted(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    return {n for n in names if n and n.split(".")[0] in ("cutecourse", "cutlass")}
+
+
+def calls_a_forbidden_function(lesson: str, exercise: str, source: str) -> None:
+    """`source` (an answer) calls at least one function that `exercise` forbids, and every forbidden name exists."""
+    import importlib
+
+    names = forbidden(lesson, exercise)
+    assert names, f"exercise {exercise} forbids nothing"
+    for name in names:  # each a real function (or method) of the package or the DSL
+        path, *rest = name.split(".")
+        obj = importlib.import_module(path)
+        for part in rest:  # an attribute, or one of a submodule a re-export shadows (cutecourse.hw.occupancy.occupancy)
+            obj = getattr(obj if hasattr(obj, part) else importlib.import_module(path), part)
+            path = f"{path}.{part}"
+        assert callable(obj), name
+    assert called_names(source) & set(names), (exercise, sorted(called_names(source)), names)
+
+
+def assert_forbidden_calls_score_zero(tmp_path: Path, lesson: str, answers: dict[str, str]) -> None:
+    """Graded, answers that call what their exercise forbids score 0 there (the grader makes those unavailable)."""
+    report = grade_lesson(tmp_path, lesson, answers, timeout=120)
+    got = {e: report.exercises()[e][0] for e in answers}
+    assert got == {e: 0.0 for e in answers}, reports.summary(report)
