@@ -25,7 +25,8 @@ _PALETTE = ("#77AADD", "#EE8866", "#EEDD88", "#FFAABB", "#99DDFF", "#44BB99", "#
 
 # Hovering a cell thickens its outline; `<title>` children give the browser's tooltip.
 _STYLE = ("<style>.cell:hover rect{stroke:#000;stroke-width:3}"
-          "text{font-family:ui-monospace,Menlo,Consolas,monospace;pointer-events:none}</style>")
+          "text{font-family:ui-monospace,Menlo,Consolas,monospace;pointer-events:none;dominant-baseline:central}"
+          "</style>")
 
 
 #: Advance of one character in em: the monospace fonts of `_STYLE` (Menlo, DejaVu Sans Mono, Consolas) are
@@ -96,9 +97,11 @@ class Canvas:
 
     def text(self, x: float, y: float, s: str, size: float = 12, anchor: str = "middle", cls: str = "",
              weight: str = "normal") -> "Canvas":
-        c = f' class="{cls}"' if cls else ""
-        self._parts.append(f'<text{c} x="{x:g}" y="{y:g}" font-size="{size:g}" text-anchor="{anchor}" '
-                           f'dominant-baseline="central" font-weight="{weight}">{escape(s)}</text>')
+        # Only what differs from SVG's defaults (anchor start, weight normal) and the style's central baseline is
+        # written: a picture is hundreds of these, and notebooks store each picture twice.
+        attrs = (f' class="{cls}"' if cls else "") + (f' text-anchor="{anchor}"' if anchor != "start" else "")
+        attrs += f' font-weight="{weight}"' if weight != "normal" else ""
+        self._parts.append(f'<text{attrs} x="{x:g}" y="{y:g}" font-size="{size:g}">{escape(s)}</text>')
         width = text_width(s, size)
         self._extend(x + {"start": width, "middle": width / 2, "end": 0.0}[anchor], y + size / 2)
         return self
