@@ -149,8 +149,14 @@ def calls_a_forbidden_function(lesson: str, exercise: str, source: str) -> None:
     for name in names:  # each a real function (or method) of the package or the DSL
         path, *rest = name.split(".")
         obj = importlib.import_module(path)
-        for part in rest:  # an attribute, or one of a submodule a re-export shadows (cutecourse.hw.occupancy.occupancy)
-            obj = getattr(obj if hasattr(obj, part) else importlib.import_module(path), part)
+        for part in rest:  # an attribute, a submodule, or one of a module a re-export shadows (hw.occupancy.occupancy)
+            if hasattr(obj, part):
+                obj = getattr(obj, part)
+            else:
+                try:
+                    obj = importlib.import_module(f"{path}.{part}")
+                except ModuleNotFoundError:
+                    obj = getattr(importlib.import_module(path), part)
             path = f"{path}.{part}"
         assert callable(obj), name
     assert called_names(source) & set(names), (exercise, sorted(called_names(source)), names)
