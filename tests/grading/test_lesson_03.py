@@ -12,8 +12,8 @@ import pytest
 from cutecourse import env
 from cutecourse.grading import checks, grader, reports
 
-from .conftest import (NBVAL, assert_failed, assert_last_column_caught, grade_lesson, lesson_solution,
-                       one_column_short, without_predicate)
+from .conftest import (NBVAL, assert_failed, assert_forbidden_calls_score_zero, assert_last_column_caught,
+                       calls_a_forbidden_function, grade_lesson, lesson_solution, one_column_short, without_predicate)
 
 LESSON = "03_tensors_partitioning"
 
@@ -143,3 +143,61 @@ def test_gpu_check_and_hidden_test_fail_a_kernel_that_loses_the_last_column(tmp_
 def test_solution_kernel_scores_every_point_of_3_2_on_a_gpu(tmp_path):
     report = submit(tmp_path, {"3.2": solution("3.2")})
     assert report.exercises()["3.2"] == ((5.0, 5.0) if NBVAL else (3.0, 3.0)), reports.summary(report)
+
+
+def test_the_wavefront_hint_gives_a_16_bit_phase_its_64_bytes():
+    from cutecourse.grading.checks import l03_tensors as L
+
+    assert "(64 bytes each)" in L._judge_wavefronts((64, 1, 16), 99, [])
+    assert "(128 bytes each)" in L._judge_wavefronts((64, 1, 32), 99, [])
+
+
+# Right answers, each through a function its exercise forbids (the DSL's local_partition, the package's bank model).
+CALLS_PACKAGE = {
+    "3.1": """
+import cutlass
+import cutlass.cute as cute
+
+@cute.jit
+def _coords(tile_shape: cutlass.Constexpr, thr_shape: cutlass.Constexpr, thr_stride: cutlass.Constexpr,
+            tid: cutlass.Constexpr, out: cutlass.Constexpr):
+    mine = cute.local_partition(cute.make_identity_tensor(tile_shape), cute.make_layout(thr_shape, stride=thr_stride),
+                                cutlass.Int32(tid))
+    out.extend(tuple(int(x) for x in mine[i]) for i in range(cute.size(mine)))
+
+def thread_coords(tile_shape, thr_shape, thr_stride, tid):
+    out = []
+    _coords(tile_shape, thr_shape, thr_stride, tid, out)
+    return out
+""",
+    "3.3": """
+from cutecourse import viz
+def smem_bank(m, n, col_stride, element_bits):
+    return viz.bank_of(m + n * col_stride, element_bits)
+""",
+    "3.4": """
+from cutecourse import viz
+def row_wavefronts(tile_m, pad, element_bits):
+    per = min(32, 1024 // element_bits)
+    return viz.wavefronts(f"({tile_m},32):(1,{tile_m + pad})", element_bits,
+                          [[(0, t) for t in range(p, p + per)] for p in range(0, 32, per)])
+""",
+}
+TARGETS = {"3.1": "thread_coords", "3.3": "smem_bank", "3.4": "row_wavefronts"}
+
+
+@pytest.mark.parametrize("exercise", sorted(CALLS_PACKAGE))
+def test_calling_the_package_would_be_right_and_calls_what_the_exercise_forbids(exercise, tmp_path):
+    import importlib.util
+
+    path = tmp_path / "answer.py"  # the DSL reads a jit function's source: it must live in a file
+    path.write_text(CALLS_PACKAGE[exercise])
+    spec = importlib.util.spec_from_file_location("answer", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert checks.REGISTRY[TARGETS[exercise]].run(getattr(module, TARGETS[exercise])).startswith(checks.PASS)
+    calls_a_forbidden_function(LESSON, exercise, CALLS_PACKAGE[exercise])
+
+
+def test_a_submission_that_calls_the_package_scores_zero(tmp_path):
+    assert_forbidden_calls_score_zero(tmp_path, LESSON, CALLS_PACKAGE)
