@@ -12,8 +12,8 @@ import pytest
 from cutecourse import env
 from cutecourse.grading import checks, grader, reports
 
-from .conftest import (NBVAL, assert_failed, assert_last_column_caught, grade_lesson, lesson_solution,
-                       one_column_short, without_predicate)
+from .conftest import (NBVAL, assert_failed, assert_forbidden_calls_score_zero, assert_last_column_caught,
+                       calls_a_forbidden_function, grade_lesson, lesson_solution, one_column_short, without_predicate)
 
 LESSON = "04_tiled_copy"
 
@@ -28,13 +28,6 @@ def submit(tmp_path: Path, answers: dict[str, str]) -> grader.Report:
     return grade_lesson(tmp_path, LESSON, answers, timeout=120)
 
 
-def with_body(exercise: str, body: str) -> str:
-    """The solution's answer cell of `exercise` with its solution region replaced by `body`."""
-    source = solution(exercise)
-    start, end = source.index("    ### BEGIN SOLUTION"), source.index("    ### END SOLUTION")
-    return source[:start] + textwrap.indent(textwrap.dedent(body).strip("\n"), "    ") + "\n" + source[end:]
-
-
 # No predicate: right for shapes that are multiples of the 8x128 tile, out of bounds on the edge tiles of any other.
 NO_PREDICATE = without_predicate(solution("4.2"))
 # The predicate's bound is one column short: the last column of B is never written.
@@ -42,13 +35,13 @@ LAST_COLUMN_LOST = one_column_short(solution("4.2"), "tAcA")
 
 # Each wrong answer makes one classic mistake; the check's hint points at it.
 WRONG = {
-    # four values per thread whatever the dtype: right for fp32 only
-    "4.1": with_body("4.1", """
-        thr_layout = cute.make_ordered_layout((threads_m, threads_n), order=(1, 0))
-        val_layout = cute.make_ordered_layout((values_m, 4), order=(1, 0))
-        tiler_mn, layout_tv = cute.make_layout_tv(thr_layout, val_layout)
-        out.append((str(tiler_mn), str(layout_tv)))
-    """),
+    # four values per row whatever the dtype: right for fp32 only
+    "4.1": """
+def tv_owner(dtype_bits, thr_shape, thr_order, values_m, m, n):
+    (rows, cols), (row, col) = thr_shape, (m // values_m, n // 4)
+    thread = row * cols + col if thr_order == (1, 0) else row + col * rows
+    return thread, (m % values_m) * 4 + n % 4
+""",
     "4.2": NO_PREDICATE,
     # one scalar per thread, warps along rows
     "4.3": """
@@ -85,7 +78,7 @@ def test_the_hard_coded_answer_really_passes_only_the_visible_cases(tmp_path):
 
 
 @pytest.mark.parametrize("exercise, check, hint", [
-    ("4.1", "tv_for", "128 // 16"), ("4.2", "predicated_ptx", "predicate"), ("4.3", "split", "128-bit vector"),
+    ("4.1", "tv_owner", "128 // 16 = 8"), ("4.2", "predicated_ptx", "predicate"), ("4.3", "split", "128-bit vector"),
 ])
 def test_every_cpu_check_fails_a_wrong_answer_with_a_hint(capsys, tmp_path, exercise, check, hint):
     assert getattr(checks, check)(_function(WRONG[exercise], check, tmp_path)) is False
@@ -107,8 +100,8 @@ def test_partly_right_submission_scores_exactly_its_points(tmp_path):
 def test_every_check_and_hidden_test_fails_on_a_wrong_answer(tmp_path):
     report = submit(tmp_path, WRONG)
     assert report.score == 0, reports.summary(report)
-    assert_failed(report, ["tv_for_on_random_dtypes_and_shapes", "split_has_the_properties_on_random_tiles"],
-                  ["tv_for", "predicated_ptx", "split"])
+    assert_failed(report, ["tv_owner_on_random_dtypes_threads_and_elements", "split_has_the_properties_on_random_tiles"],
+                  ["tv_owner", "predicated_ptx", "split"])
 
 
 @pytest.mark.gpu(80)
@@ -122,3 +115,34 @@ def test_gpu_check_and_hidden_test_fail_a_kernel_that_loses_the_last_column(tmp_
 def test_solution_kernel_scores_every_point_of_4_2_on_a_gpu(tmp_path):
     report = submit(tmp_path, {"4.2": solution("4.2")})
     assert report.exercises()["4.2"] == ((5.0, 5.0) if NBVAL else (3.0, 3.0)), reports.summary(report)
+
+
+def test_the_owner_hint_names_a_column_major_thread_layout(tmp_path):
+    row_major_only = """
+def tv_owner(dtype_bits, thr_shape, thr_order, values_m, m, n):
+    v = 128 // dtype_bits
+    return (m // values_m) * thr_shape[1] + n // v, (m % values_m) * v + n % v
+"""
+    line = checks.tv_owner.run(_function(row_major_only, "tv_owner", tmp_path))
+    assert line.startswith(checks.FAIL) and "column-major" in line, line
+
+
+# A right answer through what 4.1 forbids: the eager TV layout, searched.
+CALLS_PACKAGE = {"4.1": """
+import cutecourse.layout as L
+def tv_owner(dtype_bits, thr_shape, thr_order, values_m, m, n):
+    tiler, tv = L.make_layout_tv(L.make_ordered_layout(thr_shape, order=thr_order),
+                                 L.make_ordered_layout((values_m, 128 // dtype_bits), order=(1, 0)))
+    want = m + n * tiler[0]
+    return next((t, v) for t in range(L.size(tv[0])) for v in range(L.size(tv[1])) if tv((t, v)) == want)
+"""}
+
+
+def test_calling_the_package_would_be_right_and_calls_what_the_exercise_forbids(tmp_path):
+    fn = _function(CALLS_PACKAGE["4.1"], "tv_owner", tmp_path)
+    assert checks.tv_owner.run(fn).startswith(checks.PASS)
+    calls_a_forbidden_function(LESSON, "4.1", CALLS_PACKAGE["4.1"])
+
+
+def test_a_submission_that_calls_the_package_scores_zero(tmp_path):
+    assert_forbidden_calls_score_zero(tmp_path, LESSON, CALLS_PACKAGE)
