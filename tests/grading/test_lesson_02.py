@@ -154,9 +154,11 @@ def my_composition(a_shape, a_stride, b_shape, b_stride):
     return r.shape, r.stride
 """,
     "2.4": """
-from cutecourse.layout import logical_divide, make_layout
+import cutecourse.layout as L
 def predict_logical_divide(shape, stride, n):
-    return str(logical_divide(make_layout(shape, stride=stride), make_layout(n)))
+    tile = L.make_layout(n)  # A / B = A o (B, complement(B, size(A)))
+    a = L.make_layout(shape, stride=stride)
+    return str(L.composition(a, L.make_layout((tile, L.complement(tile, L.size(a))))))
 """,
     "2.5": """
 from cutecourse.layout import algebra, make_layout
