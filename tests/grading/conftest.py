@@ -140,13 +140,17 @@ def called_names(source: str) -> set[str]:
     return {n for n in names if n and n.split(".")[0] in ("cutecourse", "cutlass")}
 
 
-def calls_a_forbidden_function(lesson: str, exercise: str, source: str) -> None:
-    """`source` (an answer) calls at least one function that `exercise` forbids, and every forbidden name exists."""
+def assert_right_but_forbidden(tmp_path: Path, lesson: str, exercise: str, source: str) -> None:
+    """`source`, an answer to `exercise` that calls the course's or the DSL's own function, passes the exercise's
+    check where nothing is forbidden (so a test that it scores 0 when graded can fail), and calls at least one
+    function the exercise's metadata forbids; every forbidden name is a real function of the package or the DSL."""
     import importlib
+
+    from cutecourse.grading import checks
 
     names = forbidden(lesson, exercise)
     assert names, f"exercise {exercise} forbids nothing"
-    for name in names:  # each a real function (or method) of the package or the DSL
+    for name in names:
         path, *rest = name.split(".")
         obj = importlib.import_module(path)
         for part in rest:  # an attribute, a submodule, or one of a module a re-export shadows (hw.occupancy.occupancy)
@@ -160,6 +164,12 @@ def calls_a_forbidden_function(lesson: str, exercise: str, source: str) -> None:
             path = f"{path}.{part}"
         assert callable(obj), name
     assert called_names(source) & set(names), (exercise, sorted(called_names(source)), names)
+    master = nbio.load(ROOT / "exercises" / f"{lesson}.ipynb")
+    for cell in nbio.checks(master):
+        if nbio.meta(cell).get("exercise") == exercise and "gpu" not in nbio.tags(cell):
+            check = checks.REGISTRY[nbio.meta(cell)["check"]]
+            line = check.run(answer_from_file(tmp_path, source, check.target))
+            assert line.startswith(checks.PASS), line
 
 
 def assert_forbidden_calls_score_zero(tmp_path: Path, lesson: str, answers: dict[str, str]) -> None:
@@ -167,3 +177,15 @@ def assert_forbidden_calls_score_zero(tmp_path: Path, lesson: str, answers: dict
     report = grade_lesson(tmp_path, lesson, answers, timeout=120)
     got = {e: report.exercises()[e][0] for e in answers}
     assert got == {e: 0.0 for e in answers}, reports.summary(report)
+
+
+def answer_from_file(tmp_path: Path, source: str, name: str) -> Callable[..., object]:
+    """Function `name` of an answer's `source`, loaded from a file: the DSL reads a jit function's source."""
+    import importlib.util
+
+    path = tmp_path / f"answer_{name}.py"
+    path.write_text(textwrap.dedent(source))
+    spec = importlib.util.spec_from_file_location(f"answer_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, name)

@@ -10,7 +10,7 @@ import pytest
 
 from cutecourse.grading import checks, reports
 
-from .conftest import (NBVAL, assert_failed, assert_forbidden_calls_score_zero, calls_a_forbidden_function,
+from .conftest import (NBVAL, assert_failed, assert_forbidden_calls_score_zero, assert_right_but_forbidden,
                        grade_lesson)
 
 LESSON = "01_gpu_hierarchy_tensor_cores"
@@ -157,12 +157,10 @@ def test_every_check_and_hidden_test_fails_on_wrong_answers(tmp_path):
 
 
 @pytest.mark.parametrize("exercise", sorted(CALLS_PACKAGE))
-def test_calling_the_package_would_be_right_and_calls_what_the_exercise_forbids(exercise):
+def test_calling_the_package_would_be_right_and_calls_what_the_exercise_forbids(exercise, tmp_path):
     """Without the grader's enforcement these answers pass (so the next test can fail), and each calls a function
     its exercise's metadata forbids."""
-    name = TARGETS[exercise]
-    assert checks.REGISTRY[name].run(function(CALLS_PACKAGE[exercise], name)).startswith(checks.PASS)
-    calls_a_forbidden_function(LESSON, exercise, CALLS_PACKAGE[exercise])
+    assert_right_but_forbidden(tmp_path, LESSON, exercise, CALLS_PACKAGE[exercise])
 
 
 def test_a_submission_that_calls_the_package_scores_zero(tmp_path):

@@ -4,7 +4,6 @@ column short and shows that the GPU check and the hidden kernel test both fail i
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -12,8 +11,9 @@ import pytest
 from cutecourse import env
 from cutecourse.grading import checks, grader, reports
 
-from .conftest import (NBVAL, assert_failed, assert_forbidden_calls_score_zero, assert_last_column_caught,
-                       calls_a_forbidden_function, grade_lesson, lesson_solution, one_column_short, without_predicate)
+from .conftest import (NBVAL, answer_from_file, assert_failed, assert_forbidden_calls_score_zero,
+                       assert_last_column_caught, assert_right_but_forbidden, grade_lesson, lesson_solution,
+                       one_column_short, without_predicate)
 
 LESSON = "04_tiled_copy"
 
@@ -58,21 +58,10 @@ def split(tile_m, tile_n, dtype_bits, threads):
 """
 
 
-def _function(source: str, name: str, tmp_path: Path):
-    import importlib.util
-
-    path = tmp_path / f"answer_{name}.py"  # the DSL reads a jit function's source: it must live in a file
-    path.write_text(textwrap.dedent(source))
-    spec = importlib.util.spec_from_file_location(f"answer_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return getattr(module, name)
-
-
 def test_the_hard_coded_answer_really_passes_only_the_visible_cases(tmp_path):
     from cutecourse.grading.checks import l04_tiled_copy as L
 
-    fn = _function(HARD_CODED_4_3, "split", tmp_path)
+    fn = answer_from_file(tmp_path, HARD_CODED_4_3, "split")
     assert checks.split.run(fn).startswith(checks.PASS)
     assert L.split_hint(64, 128, 32, 256, fn(64, 128, 32, 256)) is not None
 
@@ -81,7 +70,7 @@ def test_the_hard_coded_answer_really_passes_only_the_visible_cases(tmp_path):
     ("4.1", "tv_owner", "128 // 16 = 8"), ("4.2", "predicated_ptx", "predicate"), ("4.3", "split", "128-bit vector"),
 ])
 def test_every_cpu_check_fails_a_wrong_answer_with_a_hint(capsys, tmp_path, exercise, check, hint):
-    assert getattr(checks, check)(_function(WRONG[exercise], check, tmp_path)) is False
+    assert getattr(checks, check)(answer_from_file(tmp_path, WRONG[exercise], check)) is False
     line = capsys.readouterr().out
     assert line.startswith(f"✗ {check}: ") and line.count("\n") == 1 and hint in line, line
 
@@ -123,7 +112,7 @@ def tv_owner(dtype_bits, thr_shape, thr_order, values_m, m, n):
     v = 128 // dtype_bits
     return (m // values_m) * thr_shape[1] + n // v, (m % values_m) * v + n % v
 """
-    line = checks.tv_owner.run(_function(row_major_only, "tv_owner", tmp_path))
+    line = checks.tv_owner.run(answer_from_file(tmp_path, row_major_only, "tv_owner"))
     assert line.startswith(checks.FAIL) and "column-major" in line, line
 
 
@@ -140,9 +129,7 @@ def tv_owner(dtype_bits, thr_shape, thr_order, values_m, m, n):
 
 
 def test_calling_the_package_would_be_right_and_calls_what_the_exercise_forbids(tmp_path):
-    fn = _function(CALLS_PACKAGE["4.1"], "tv_owner", tmp_path)
-    assert checks.tv_owner.run(fn).startswith(checks.PASS)
-    calls_a_forbidden_function(LESSON, "4.1", CALLS_PACKAGE["4.1"])
+    assert_right_but_forbidden(tmp_path, LESSON, "4.1", CALLS_PACKAGE["4.1"])
 
 
 def test_a_submission_that_calls_the_package_scores_zero(tmp_path):

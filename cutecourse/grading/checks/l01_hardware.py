@@ -62,22 +62,23 @@ def near_tie(m: int, k: int, elem_bytes: int, peak_tflops: float, bandwidth_tbs:
     return bound is not None and abs(bound - round(bound)) < Fraction(1, 10**6) * max(1, bound)
 
 
-def random_min_n_case(rng: random.Random) -> tuple[int, int, int, float, float] | None:
+def random_min_n_case(rng: random.Random) -> tuple[int, int, int, float, float]:
+    """A random (m, k, elem_bytes, peak_tflops, bandwidth_tbs), on a real GPU's roof or a made-up one, never near a
+    tie."""
     from cutecourse import hw
 
-    m, k = rng.choice([64, 128, 256, 300, 512, 1000, 1024, 2048, 4096, 5120, 8192, 14336, 16384]), \
-        rng.choice([64, 128, 256, 512, 768, 1024, 3000, 4096, 8192, 12288, 16384])
-    if rng.random() < 0.25:  # a made-up GPU, so that no datasheet can be hard-coded
-        peak, bw = rng.choice([1.5, 10.0, 55.5, 400.0, 2500.0, 9000.0]), rng.choice([0.25, 1.0, 3.0, 10.0])
-        eb = rng.choice([1, 2, 4])
-    else:
-        spec = rng.choice([s for s in hw.SPECS.values()])
-        fmt, eb = rng.choice([("fp32", 4), ("fp16", 2), ("bf16", 2), ("fp8", 1)])
-        peak, bw = spec.peak(fmt), spec.bandwidth_tbs
-        if peak is None:
-            return None
-    case = (m, k, eb, peak, bw)
-    return None if near_tie(*case) else case
+    while True:
+        m = rng.choice([64, 128, 256, 300, 512, 1000, 1024, 2048, 4096, 5120, 8192, 14336, 16384])
+        k = rng.choice([64, 128, 256, 512, 768, 1024, 3000, 4096, 8192, 12288, 16384])
+        if rng.random() < 0.25:  # a made-up GPU, so that no datasheet can be hard-coded
+            peak, bw = rng.choice([1.5, 10.0, 55.5, 400.0, 2500.0, 9000.0]), rng.choice([0.25, 1.0, 3.0, 10.0])
+            eb = rng.choice([1, 2, 4])
+        else:
+            spec = rng.choice(list(hw.SPECS.values()))
+            fmt, eb = rng.choice([("fp32", 4), ("fp16", 2), ("bf16", 2), ("fp8", 1)])
+            peak, bw = spec.peak(fmt), spec.bandwidth_tbs
+        if peak is not None and not near_tie(m, k, eb, peak, bw):
+            return m, k, eb, peak, bw
 
 
 def _min_n_cases() -> list[tuple[Any, ...]]:
