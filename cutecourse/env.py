@@ -264,6 +264,25 @@ def gpu_cell(line: str, cell: str) -> None:
     get_ipython().run_cell(cell)
 
 
+def dsl_cell(line: str, cell: str) -> None:
+    """The ``%%dsl`` cell magic: run the cell where the CuTe DSL imports, otherwise print one line saying what it needs
+    (the DSL is Linux-only; lessons 1-2 keep every fact in eager cells too). Load it with ``%load_ext cutecourse``."""
+    import importlib.util
+
+    from IPython import get_ipython
+
+    try:
+        found = importlib.util.find_spec("cutlass") is not None
+    except (ImportError, ValueError):  # a broken install, or one an environment hides, is as good as none
+        found = False
+    if not found:
+        fix = (f"pip install nvidia-cutlass-dsl=={DSL_PIN}" if sys.platform == "linux" else
+               "it is Linux-only: run this lesson on Linux, WSL or Colab for these cells")
+        print(f"[DSL cell not run: needs the CuTe DSL ({fix}); the eager cells show the same]")
+        return
+    get_ipython().run_cell(cell)
+
+
 def use_compile_only_arch() -> str | None:
     """Without a GPU the DSL can launch on (none, or one older than sm_80 such as Colab's T4), point the DSL at
     COMPILE_ONLY_ARCH so `cute.compile` emits PTX and cubin; returns the arch.

@@ -54,18 +54,29 @@ def gemm_intensity(m: int, n: int, k: int, elem_bytes: float = 2, c_bytes: float
     return gemm_flops(m, n, k) / gemm_bytes(m, n, k, elem_bytes, c_bytes, read_c)
 
 
-def cta_tile_intensity(bm: int, bn: int, bk: int, elem_bytes: float = 2) -> float:
+def cta_tile_intensity(bm: int, bn: int, bk: int, elem_bytes: float = 2, cluster: tuple[int, int] = (1, 1)) -> float:
     """Arithmetic intensity of one CTA's mainloop: FLOP per byte it loads from global memory.
 
     Per K step a CTA loads a bM×bK tile of A and a bK×bN tile of B into smem, and every element is reused from smem
     by bN (A) or bM (B) multiply-adds: ``2·bM·bN·bK / ((bM + bN)·bK·elem_bytes) = 2·bM·bN / ((bM + bN)·elem_bytes)``.
     bK cancels; the epilogue's C store is amortised over K and left out.
 
+    ``cluster = (cluster_m, cluster_n)`` is a thread-block cluster (sm_90+) whose CTAs share tiles by TMA multicast:
+    the cluster_n CTAs of one cluster row need the same A tile and the cluster_m CTAs of one column the same B tile,
+    so each loads only its share of them from global memory.
+
     >>> cta_tile_intensity(128, 128, 32, elem_bytes=2)
     64.0
+    >>> cta_tile_intensity(128, 256, 32, elem_bytes=2, cluster=(2, 1))  # 2 CTAs along M share every B tile
+    128.0
     """
     _positive(bm=bm, bn=bn, bk=bk, elem_bytes=elem_bytes)
-    return 2 * bm * bn * bk / ((bm * bk + bk * bn) * elem_bytes)
+    if not (isinstance(cluster, tuple) and len(cluster) == 2
+            and all(isinstance(c, int) and not isinstance(c, bool) and c > 0 for c in cluster)):
+        raise ValueError(f"cluster={cluster!r}: give (cluster_m, cluster_n), positive CTA counts along M and N, "
+                         f"e.g. cluster=(2, 1)")
+    cluster_m, cluster_n = cluster
+    return 2 * bm * bn * bk / ((bm * bk / cluster_n + bk * bn / cluster_m) * elem_bytes)
 
 
 def ridge_point(peak_tflops: float, bandwidth_tbs: float) -> float:

@@ -9,11 +9,12 @@ True
 
 from __future__ import annotations
 
+import unicodedata
 from html import escape
 from pathlib import Path
 from typing import Union
 
-__all__ = ["Canvas", "Picture", "MAX_CELLS", "check_size", "thread_colour", "index_colour"]
+__all__ = ["Canvas", "Picture", "MAX_CELLS", "check_size", "thread_colour", "index_colour", "text_width"]
 
 MAX_CELLS = 4096
 """The most cells one picture draws; bigger layouts raise ValueError (draw a tile instead)."""
@@ -24,7 +25,22 @@ _PALETTE = ("#77AADD", "#EE8866", "#EEDD88", "#FFAABB", "#99DDFF", "#44BB99", "#
 
 # Hovering a cell thickens its outline; `<title>` children give the browser's tooltip.
 _STYLE = ("<style>.cell:hover rect{stroke:#000;stroke-width:3}"
-          "text{font-family:ui-monospace,Menlo,Consolas,monospace;pointer-events:none}</style>")
+          "text{font-family:ui-monospace,Menlo,Consolas,monospace;pointer-events:none;dominant-baseline:central}"
+          "</style>")
+
+
+#: Advance of one character in em: the monospace fonts of `_STYLE` (Menlo, DejaVu Sans Mono, Consolas) are
+#: 0.55-0.60 em wide; wide East Asian characters (a fallback font) take a whole em.
+_CHAR_EM, _WIDE_EM = 0.62, 1.0
+
+
+def text_width(s: str, size: float) -> float:
+    """An upper bound of the width in pixels of `s` at font size `size` in the pictures' monospace font.
+
+    >>> text_width("(4,8):(8,1)", 10)
+    68.2
+    """
+    return round(sum(_WIDE_EM if unicodedata.east_asian_width(ch) in "WF" else _CHAR_EM for ch in s) * size, 6)
 
 
 def index_colour(i: int) -> str:
@@ -49,31 +65,45 @@ def check_size(cells: int, what: str, fn: str) -> None:
 class Canvas:
     """Collects SVG elements; :meth:`finish` returns the document.
 
-    Coordinates are pixels, y down. Every method returns the canvas, so calls chain.
+    Coordinates are pixels, y down. Every method returns the canvas, so calls chain. The document is at least
+    ``width`` x ``height`` and grows to hold everything drawn on it (text by :func:`text_width`), so a long title
+    or label is never cut at the edge. Elements added with :meth:`raw` must lie inside what the others span.
     """
+
+    MARGIN = 8  # kept free right of and below the drawing
 
     def __init__(self, width: float, height: float) -> None:
         self.width, self.height = width, height
         self._parts: list[str] = []
+        self._right = self._bottom = 0.0
+
+    def _extend(self, right: float, bottom: float) -> None:
+        self._right, self._bottom = max(self._right, right), max(self._bottom, bottom)
 
     def rect(self, x: float, y: float, w: float, h: float, fill: str = "none", stroke: str = "#000",
              stroke_width: float = 1, cls: str = "") -> "Canvas":
         c = f' class="{cls}"' if cls else ""
         self._parts.append(f'<rect{c} x="{x:g}" y="{y:g}" width="{w:g}" height="{h:g}" fill="{fill}" '
                            f'stroke="{stroke}" stroke-width="{stroke_width:g}"/>')
+        self._extend(x + w + stroke_width / 2, y + h + stroke_width / 2)
         return self
 
     def line(self, x1: float, y1: float, x2: float, y2: float, width: float = 1, cls: str = "group",
              colour: str = "#000") -> "Canvas":
         self._parts.append(f'<line class="{cls}" x1="{x1:g}" y1="{y1:g}" x2="{x2:g}" y2="{y2:g}" '
                            f'stroke="{colour}" stroke-width="{width:g}"/>')
+        self._extend(max(x1, x2) + width / 2, max(y1, y2) + width / 2)
         return self
 
     def text(self, x: float, y: float, s: str, size: float = 12, anchor: str = "middle", cls: str = "",
              weight: str = "normal") -> "Canvas":
-        c = f' class="{cls}"' if cls else ""
-        self._parts.append(f'<text{c} x="{x:g}" y="{y:g}" font-size="{size:g}" text-anchor="{anchor}" '
-                           f'dominant-baseline="central" font-weight="{weight}">{escape(s)}</text>')
+        # Only what differs from SVG's defaults (anchor start, weight normal) and the style's central baseline is
+        # written: a picture is hundreds of these, and notebooks store each picture twice.
+        attrs = (f' class="{cls}"' if cls else "") + (f' text-anchor="{anchor}"' if anchor != "start" else "")
+        attrs += f' font-weight="{weight}"' if weight != "normal" else ""
+        self._parts.append(f'<text{attrs} x="{x:g}" y="{y:g}" font-size="{size:g}">{escape(s)}</text>')
+        width = text_width(s, size)
+        self._extend(x + {"start": width, "middle": width / 2, "end": 0.0}[anchor], y + size / 2)
         return self
 
     def cell(self, x: float, y: float, w: float, h: float, label: str, fill: str, tooltip: str,
@@ -94,8 +124,10 @@ class Canvas:
         return self
 
     def finish(self) -> str:
-        return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{self.width:g}" height="{self.height:g}" '
-                f'viewBox="0 0 {self.width:g} {self.height:g}">{_STYLE}'
+        width = round(max(self.width, self._right + self.MARGIN), 1)
+        height = round(max(self.height, self._bottom + self.MARGIN), 1)
+        return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width:g}" height="{height:g}" '
+                f'viewBox="0 0 {width:g} {height:g}">{_STYLE}'
                 f'<rect width="100%" height="100%" fill="#fff"/>' + "".join(self._parts) + "</svg>")
 
 

@@ -49,12 +49,18 @@ class Explorer(W.VBox):
         self.controls = dict(controls)
         self.message = W.HTML("").add_class("cc-message")
         self.readout = W.HTML("").add_class("cc-readout")
-        self.pictures = [W.HTML("").add_class("cc-picture") for _ in range(pictures)]
+        # A picture wider than the output area scrolls instead of being cut; side-by-side pictures wrap.
+        self.pictures = [W.HTML("", layout=W.Layout(max_width="100%", overflow="auto")).add_class("cc-picture")
+                         for _ in range(pictures)]
         self.picture = self.pictures[0]
         self._draw = draw
-        rows = [W.HBox(list(self.controls.values())), self.message]
+        for w in self.controls.values():  # each control keeps its width (a squeezed slider's track is a few px)
+            w.layout.flex = "0 0 auto"
+            w.style.description_width = "initial"
+        rows = [W.HBox(list(self.controls.values()), layout=W.Layout(flex_flow="row wrap")).add_class("cc-controls"),
+                self.message]
         rows += [self.readout] if readout else []
-        rows += [W.HBox(self.pictures)] if pictures > 1 else [self.picture]
+        rows += [W.HBox(self.pictures, layout=W.Layout(flex_flow="row wrap"))] if pictures > 1 else [self.picture]
         super().__init__(rows)
         self.add_class("cc-explorer").add_class(f"cc-{name}-explorer")
         for w in self.controls.values():
@@ -77,7 +83,7 @@ class Explorer(W.VBox):
 
 def _text(value: str, description: str, placeholder: str = "") -> W.Text:
     return W.Text(value=value, description=description, placeholder=placeholder, continuous_update=False,
-                  layout=W.Layout(width="230px")).add_class(f"cc-{description.strip(':').lower()}")
+                  layout=W.Layout(width="260px")).add_class(f"cc-{description.strip(':').lower()}")
 
 
 def _literal(text: str, what: str) -> Any:
@@ -232,7 +238,7 @@ def swizzle_explorer(base: str = "(8,64):(64,1)", b: int = 3, m: int = 3, s: int
 
     def slider(name: str, v: int) -> W.IntSlider:
         return W.IntSlider(value=v, min=0, max=6, description=name, continuous_update=False,
-                           layout=W.Layout(width="200px"))
+                           layout=W.Layout(width="220px"))
 
     controls = {"base": _text(base, "Base:"), "B": slider("B", b), "M": slider("M", m), "S": slider("S", s),
                 "bits": W.Dropdown(options=list(banks.ELEMENT_BITS[:4]), value=element_bits, description="Bits:",
@@ -270,7 +276,7 @@ def roofline_explorer(peak_tflops: Mapping[str, float], bandwidth_tbs: float,
 
     def slider(name: str) -> W.IntSlider:
         return W.IntSlider(value=12, min=4, max=15, description=name, continuous_update=False,
-                           layout=W.Layout(width="230px"))
+                           layout=W.Layout(width="260px"))
 
     controls = {"roof": W.Dropdown(options=list(peak_tflops), description="Roof:"),
                 "log2 M": slider("log2 M"), "log2 N": slider("log2 N"), "log2 K": slider("log2 K"),

@@ -1,8 +1,10 @@
-"""In a real JupyterLab in headless Chromium, the layout explorer redraws when the learner types a new shape.
+"""In a real JupyterLab in headless Chromium: the layout explorer redraws when the learner types a new shape, and
+the roofline and divide/product explorers are whole at 1280-1920 px windows (slider tracks long enough to drag, no
+clipped dropdown, the result text inside its box).
 
 Needs Debian's Chromium (`apt-get install -y chromium`), driven by the `playwright` package (no browser download).
-Without it the test is skipped, except in CI (env CI set), where it fails. Screenshots: on failure always, and on
-success too when CUTECOURSE_SCREENSHOTS names a folder (the default folder is pytest's tmp dir).
+Without it the test is skipped, except in CI (env CI set), where it fails. Screenshots: the explorers at 1400 px
+always, and any failure; into CUTECOURSE_SCREENSHOTS when it names a folder, else pytest's tmp dir.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 EXPLORER = ".cc-layout-explorer"
 SVG = f"{EXPLORER} .cc-picture svg"
+ROOFLINE, DIVIDE = ".cc-roofline-explorer", ".cc-divide-product-explorer"
+WIDTHS = (1280, 1400, 1920)  # the window widths the explorers must fit; screenshots at 1400
+MIN_TRACK_PX = 120  # a slider track shorter than this jumps from end to end when dragged
 INSTALL = "apt-get update && apt-get install -y --no-install-recommends chromium"
 
 
@@ -44,7 +49,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+#: JupyterLab asks whether to fetch its news in a popup that covers the outputs; the answer, as a setting.
+NO_NEWS = ("@jupyterlab/apputils-extension/notification.jupyterlab-settings", '{"fetchNews": "false"}')
+
+
 def start_lab(root: Path, home: Path, port: int, token: str) -> subprocess.Popen:
+    settings = home / "settings" / NO_NEWS[0]
+    settings.parent.mkdir(parents=True, exist_ok=True)
+    settings.write_text(NO_NEWS[1])
     env = dict(os.environ, JUPYTER_CONFIG_DIR=str(home / "config"), JUPYTER_RUNTIME_DIR=str(home / "runtime"),
                JUPYTERLAB_SETTINGS_DIR=str(home / "settings"), JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"),
                IPYTHONDIR=str(home / "ipython"))
@@ -113,6 +125,16 @@ def cell_count(page) -> int:
     return page.eval_on_selector(SVG, "svg => svg.querySelectorAll('g.cell').length")
 
 
+def run_all_cells(page, lab: str) -> None:
+    page.goto(lab)
+    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status=idle]")  # keys sent earlier are lost
+    page.click(".jp-CodeCell .jp-InputArea-editor")
+    page.click("li.lm-MenuBar-item:has-text('Run')")
+    page.click("li.lm-Menu-item:has-text('Run All Cells')")
+    for explorer in (EXPLORER, ROOFLINE, DIVIDE):
+        page.wait_for_selector(f"{explorer} .cc-picture svg")
+
+
 def test_layout_explorer_redraws_when_the_shape_changes(sync_api, lab, tmp_path):
     with sync_api.sync_playwright() as p:
         browser = p.chromium.launch_persistent_context(str(tmp_path / "chromium-profile"), executable_path=CHROMIUM,
@@ -120,10 +142,7 @@ def test_layout_explorer_redraws_when_the_shape_changes(sync_api, lab, tmp_path)
         page = browser.new_page()
         page.set_default_timeout(120_000)  # a loaded 2-core CI machine starts kernels slowly
         try:
-            page.goto(lab)
-            page.click(".jp-CodeCell .jp-InputArea-editor")
-            page.keyboard.press("Shift+Enter")
-            page.wait_for_selector(SVG)
+            run_all_cells(page, lab)
             before = page.inner_html(f"{EXPLORER} .cc-picture")
             assert cell_count(page) == 32, "the explorer should first draw (4,8):(8,1), 32 cells"
             shape = page.locator(f"{EXPLORER} .cc-shape input")
@@ -141,6 +160,56 @@ def test_layout_explorer_redraws_when_the_shape_changes(sync_api, lab, tmp_path)
         else:
             if os.environ.get("CUTECOURSE_SCREENSHOTS"):
                 page.screenshot(path=str(screenshot_dir(tmp_path) / "layout_explorer.png"), full_page=True)
+        finally:
+            browser.close()
+
+
+#: (what, left, top, right, bottom) of each thing that must lie inside its box, and of the box, in page pixels.
+MEASURE = """([explorer, roofline, divide]) => {
+  const box = (e) => { const r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+  const text = (e) => { const range = document.createRange(); range.selectNodeContents(e); return box(range); };
+  const R = document.querySelector(roofline), D = document.querySelector(divide);
+  const result = D.querySelectorAll('.cc-picture')[1];
+  return {
+    tracks: [...R.querySelectorAll('.widget-hslider .slider-container')].map(e => e.getBoundingClientRect().width),
+    inside: [
+      ['roofline controls', box(R.querySelector(".cc-controls")), box(R)],
+      ...[...R.querySelectorAll('.widget-dropdown select')].map(e => ['roofline dropdown', box(e), box(R)]),
+      ['roofline readout', text(R.querySelector('.cc-readout')), box(R)],
+      ['divide/product result title', box(result.querySelector('svg .title')), box(result)],
+      ['divide/product result picture', box(result), box(D)],
+    ],
+  };
+}"""
+
+
+def outside(inner: list[float], outer: list[float], slack: float = 1.0) -> bool:
+    return (inner[0] < outer[0] - slack or inner[1] < outer[1] - slack or inner[2] > outer[2] + slack
+            or inner[3] > outer[3] + slack)
+
+
+def test_explorers_are_whole_at_1280_to_1920_px(sync_api, lab, tmp_path):
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch_persistent_context(str(tmp_path / "chromium-profile"), executable_path=CHROMIUM,
+                                                       args=FLAGS, viewport={"width": WIDTHS[0], "height": 900})
+        page = browser.new_page()
+        page.set_default_timeout(120_000)
+        try:
+            run_all_cells(page, lab)
+            for width in WIDTHS:
+                page.set_viewport_size({"width": width, "height": 900})
+                page.wait_for_timeout(500)  # JupyterLab lays the notebook out again
+                got = page.evaluate(MEASURE, [EXPLORER, ROOFLINE, DIVIDE])
+                assert len(got["tracks"]) == 3 and min(got["tracks"]) >= MIN_TRACK_PX, (width, got["tracks"])
+                cut = [what for what, inner, outer in got["inside"] if outside(inner, outer)]
+                assert not cut, (width, cut, got["inside"])
+                if width == 1400:
+                    for name, explorer in (("roofline", ROOFLINE), ("divide_product", DIVIDE)):
+                        page.locator(explorer).screenshot(path=str(screenshot_dir(tmp_path) / f"{name}_1400.png"))
+        except Exception as e:
+            shot = screenshot_dir(tmp_path) / "explorers_failure.png"
+            page.screenshot(path=str(shot), full_page=True)
+            raise AssertionError(f"{e}\nscreenshot: {shot}") from e
         finally:
             browser.close()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Callable
 
@@ -91,3 +92,88 @@ def jailed() -> bool:
             raise
         return False
     return kind == "bwrap"
+
+
+# --------------------------------------------------------------------------- answers that call what an exercise forbids
+
+
+def forbidden(lesson: str, exercise: str) -> list[str]:
+    """The dotted names an exercise's answer cell forbids (its metadata's "forbid"), from the course's solution."""
+    cell = nbio.answers(nbio.load(ROOT / "solutions" / f"{lesson}.ipynb"))[exercise]
+    return list(nbio.meta(cell).get("forbid", []))
+
+
+def called_names(source: str) -> set[str]:
+    """The full dotted names of the course and DSL functions `source` calls, through its imports' aliases."""
+    import ast
+
+    tree = ast.parse(textwrap.dedent(source))
+    alias: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            alias.update({a.asname or a.name.split(".")[0]: a.name if a.asname else a.name.split(".")[0]
+                          for a in node.names})
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            alias.update({a.asname or a.name: f"{node.module}.{a.name}" for a in node.names})
+
+    def dotted(expr: ast.expr) -> str | None:
+        if isinstance(expr, ast.Name):
+            return alias.get(expr.id)
+        if isinstance(expr, ast.Attribute):
+            base = dotted(expr.value)
+            return None if base is None else f"{base}.{expr.attr}"
+        return None
+
+    names = {dotted(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    return {n for n in names if n and n.split(".")[0] in ("cutecourse", "cutlass")}
+
+
+def assert_right_but_forbidden(tmp_path: Path, lesson: str, exercise: str, source: str) -> None:
+    """`source`, an answer to `exercise` that calls the course's or the DSL's own function, passes the exercise's
+    check where nothing is forbidden (so a test that it scores 0 when graded can fail), and calls at least one
+    function the exercise's metadata forbids; every forbidden name is a real function of the package or the DSL."""
+    import importlib
+
+    from cutecourse.grading import checks
+
+    names = forbidden(lesson, exercise)
+    assert names, f"exercise {exercise} forbids nothing"
+    for name in names:
+        path, *rest = name.split(".")
+        obj = importlib.import_module(path)
+        for part in rest:  # an attribute, a submodule, or one of a module a re-export shadows (hw.occupancy.occupancy)
+            if hasattr(obj, part):
+                obj = getattr(obj, part)
+            else:
+                try:
+                    obj = importlib.import_module(f"{path}.{part}")
+                except ModuleNotFoundError:
+                    obj = getattr(importlib.import_module(path), part)
+            path = f"{path}.{part}"
+        assert callable(obj), name
+    assert called_names(source) & set(names), (exercise, sorted(called_names(source)), names)
+    master = nbio.load(ROOT / "exercises" / f"{lesson}.ipynb")
+    for cell in nbio.checks(master):
+        if nbio.meta(cell).get("exercise") == exercise and "gpu" not in nbio.tags(cell):
+            check = checks.REGISTRY[nbio.meta(cell)["check"]]
+            line = check.run(answer_from_file(tmp_path, source, check.target))
+            assert line.startswith(checks.PASS), line
+
+
+def assert_forbidden_calls_score_zero(tmp_path: Path, lesson: str, answers: dict[str, str]) -> None:
+    """Graded, answers that call what their exercise forbids score 0 there (the grader makes those unavailable)."""
+    report = grade_lesson(tmp_path, lesson, answers, timeout=120)
+    got = {e: report.exercises()[e][0] for e in answers}
+    assert got == {e: 0.0 for e in answers}, reports.summary(report)
+
+
+def answer_from_file(tmp_path: Path, source: str, name: str) -> Callable[..., object]:
+    """Function `name` of an answer's `source`, loaded from a file: the DSL reads a jit function's source."""
+    import importlib.util
+
+    path = tmp_path / f"answer_{name}.py"
+    path.write_text(textwrap.dedent(source))
+    spec = importlib.util.spec_from_file_location(f"answer_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, name)

@@ -1,5 +1,6 @@
 """Lesson 1's grading: a partly right submission scores exactly its points; every check and hidden test fails on a
-wrong answer (and a wrong answer's hint does not give the right one away)."""
+wrong answer (and a wrong answer's hint does not give the right one away); a submission that calls the package's
+own functions instead of doing the arithmetic scores nothing for those exercises."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import pytest
 
 from cutecourse.grading import checks, reports
 
-from .conftest import assert_failed, grade_lesson
+from .conftest import (assert_failed, assert_forbidden_calls_score_zero, assert_right_but_forbidden,
+                       grade_lesson)
 
 LESSON = "01_gpu_hierarchy_tensor_cores"
 
@@ -17,19 +19,25 @@ pytestmark = pytest.mark.slow
 
 RIGHT = {
     "1.1": """
-        def gemm_intensity(m, n, k, elem_bytes):
-            return 2 * m * n * k / ((m * k + k * n + m * n) * elem_bytes)
+        import math
+        def min_n_compute_bound(m, k, elem_bytes, peak_tflops, bandwidth_tbs):
+            r = peak_tflops / bandwidth_tbs * elem_bytes
+            if 2 * m * k <= r * (m + k):
+                return None
+            return max(1, math.ceil(r * m * k / (2 * m * k - r * (m + k))))
         """,
 }
 # Each wrong answer makes one classic mistake; the check's hint names it.
 WRONG = {
     "1.1": """
-        def gemm_intensity(m, n, k, elem_bytes):
-            return 2 * m * n * k / ((m * k + k * n) * elem_bytes)  # forgets to write C
+        import math
+        def min_n_compute_bound(m, k, elem_bytes, peak_tflops, bandwidth_tbs):
+            r = peak_tflops / bandwidth_tbs * elem_bytes  # forgets to write C: bytes = b (MK + KN)
+            return max(1, math.ceil(r * m * k / (2 * m * k - r * k))) if 2 * m * k > r * k else None
         """,
     "1.2": """
-        def cta_tile_intensity(bm, bn, bk, elem_bytes):
-            return bm * bn * bk / ((bm * bk + bk * bn) * elem_bytes)  # a multiply-add as one FLOP
+        def cluster_tile_intensity(bm, bn, bk, cluster_m, cluster_n, elem_bytes):
+            return 2 * bm * bn * bk / ((bm * bk + bk * bn) * elem_bytes)  # no multicast
         """,
     "1.3": """
         import math
@@ -38,38 +46,94 @@ WRONG = {
             smem = smem_bytes + limits["smem_reserved_per_block"]
             return min(limits["max_threads_per_sm"] // (32 * warps), limits["max_blocks_per_sm"],
                        limits["regs_per_sm"] // (32 * regs_per_thread) // warps,  # no per-warp rounding
-                       limits["smem_per_sm"] // smem)
+                       limits["smem_per_sm"] // smem if smem else limits["max_blocks_per_sm"])
         """,
     "1.4": """
-        def binding_limits(threads, regs_per_thread, smem_bytes, limits):
-            return ("registers",)
+        import math
+        def wave_efficiency(m, n, bm, bn, sms, blocks_per_sm):
+            tiles = math.ceil(m / bm) * math.ceil(n / bn)
+            return m * n / (tiles * bm * bn)  # forgets the partly empty last wave
         """,
 }
 # Right on the check's fixed cases only: earns the check point, not the hidden tests.
 HARD_CODED_1_2 = """
-    def cta_tile_intensity(bm, bn, bk, elem_bytes):
-        if (bm, bn) == (128, 256):
-            return 2 * 128 * 256 / (384 * 2)
-        return {128: 64.0, 64: 16.0, 256: 2 * 256 * 128 / 384, 16: 2 * 16 * 256 / (272 * 2)}.get(bm, 1.0)
+    def cluster_tile_intensity(bm, bn, bk, cluster_m, cluster_n, elem_bytes):
+        return {(128, 128): 256 / 3, (256, 128): 1024 / 3, (128, 256): 256 / 3, (64, 64): 25.6,
+                (128, 192): 768 / 7, (192, 128): 1536 / 7}.get((bm, bn), 1.0)
     """
+# What a learner who calls the course's reference gets: right answers, each through a function the exercise forbids.
+CALLS_PACKAGE = {
+    "1.1": """
+        from cutecourse import hw
+        def min_n_compute_bound(m, k, elem_bytes, peak_tflops, bandwidth_tbs):
+            ridge = hw.ridge_point(peak_tflops, bandwidth_tbs)
+            if hw.gemm_intensity(m, 2**62, k, elem_bytes) < ridge:
+                return None
+            lo, hi = 1, 2**62  # the intensity grows with N: bisect for the first N at the ridge
+            while lo < hi:
+                mid = (lo + hi) // 2
+                lo, hi = (lo, mid) if hw.gemm_intensity(m, mid, k, elem_bytes) >= ridge else (mid + 1, hi)
+            return lo
+        """,
+    "1.2": """
+        from cutecourse import hw
+        def cluster_tile_intensity(bm, bn, bk, cluster_m, cluster_n, elem_bytes):
+            return hw.cta_tile_intensity(bm, bn, bk, elem_bytes, cluster=(cluster_m, cluster_n))
+        """,
+    "1.3": """
+        from cutecourse import hw
+        def blocks_per_sm(threads, regs_per_thread, smem_bytes, limits):
+            return hw.occupancy(threads, regs_per_thread, smem_bytes, hw.ArchLimits(**limits)).blocks_per_sm
+        """,
+    "1.4": """
+        import math
+        from cutecourse import hw
+        def wave_efficiency(m, n, bm, bn, sms, blocks_per_sm):
+            tiles = hw.gemm_decomposition(m, n, 1, cta=(bm, bn, 1), warp=(bm, bn, 1), instruction=(1, 1, 1))["ctas"]
+            slots = sms * blocks_per_sm
+            return m * n / (math.ceil(tiles / slots) * slots * bm * bn)
+        """,
+}
+TARGETS = {"1.1": "min_n_compute_bound", "1.2": "cluster_tile_intensity", "1.3": "blocks_per_sm",
+           "1.4": "wave_efficiency"}
+
+
+def function(source: str, name: str):
+    namespace: dict = {}
+    exec(textwrap.dedent(source), namespace)  # noqa: S102 - our own test code
+    return namespace[name]
 
 
 def test_the_hard_coded_answer_really_passes_only_the_visible_cases():
-    namespace: dict = {}
-    exec(textwrap.dedent(HARD_CODED_1_2), namespace)
-    assert checks.cta_tile_intensity.run(namespace["cta_tile_intensity"]).startswith(checks.PASS)
-    assert namespace["cta_tile_intensity"](96, 96, 32, 2) != 48.0
+    fn = function(HARD_CODED_1_2, "cluster_tile_intensity")
+    assert checks.cluster_tile_intensity.run(fn).startswith(checks.PASS)
+    assert fn(96, 96, 32, 1, 1, 2) != 48.0
 
 
-@pytest.mark.parametrize("exercise,check", [("1.1", "gemm_intensity"), ("1.2", "cta_tile_intensity"),
-                                            ("1.3", "blocks_per_sm"), ("1.4", "binding_limits")])
-def test_every_check_fails_a_wrong_answer_with_a_hint(exercise, check):
-    namespace: dict = {}
-    exec(textwrap.dedent(WRONG[exercise]), namespace)
-    line = checks.REGISTRY[check].run(namespace[check])
-    assert line.startswith(checks.FAIL), line
-    hints = {"1.1": "writing C", "1.2": "two FLOPs", "1.3": "reg_alloc_unit", "1.4": "more than one limit"}
-    assert hints[exercise] in line, line
+@pytest.mark.parametrize("exercise, hint", [("1.1", "writing C"), ("1.2", "multicast"), ("1.3", "reg_alloc_unit"),
+                                            ("1.4", "last wave")])
+def test_every_check_fails_a_wrong_answer_with_a_hint(exercise, hint):
+    name = TARGETS[exercise]
+    line = checks.REGISTRY[name].run(function(WRONG[exercise], name))
+    assert line.startswith(checks.FAIL) and hint in line, line
+
+
+def test_the_checks_hints_name_more_mistakes():
+    """1.1 on a GEMM that is never compute-bound, and rounding down; 1.2 with the cluster's counts swapped."""
+    never = """
+        import math
+        def min_n_compute_bound(m, k, elem_bytes, peak_tflops, bandwidth_tbs):
+            r = peak_tflops / bandwidth_tbs * elem_bytes  # never None: |...| hides a GEMM that cannot get there
+            return max(1, math.ceil(r * m * k / abs(2 * m * k - r * (m + k))))
+        """
+    assert "return None" in checks.min_n_compute_bound.run(function(never, "min_n_compute_bound"))
+    floor = RIGHT["1.1"].replace("math.ceil", "math.floor")
+    assert "round the bound up" in checks.min_n_compute_bound.run(function(floor, "min_n_compute_bound"))
+    swapped = """
+        def cluster_tile_intensity(bm, bn, bk, cluster_m, cluster_n, elem_bytes):
+            return 2 * bm * bn * bk / ((bm * bk / cluster_m + bk * bn / cluster_n) * elem_bytes)
+        """
+    assert "the other count" in checks.cluster_tile_intensity.run(function(swapped, "cluster_tile_intensity"))
 
 
 def test_partly_right_submission_scores_exactly_its_points(tmp_path):
@@ -84,7 +148,19 @@ def test_partly_right_submission_scores_exactly_its_points(tmp_path):
 
 def test_every_check_and_hidden_test_fails_on_wrong_answers(tmp_path):
     report = grade_lesson(tmp_path, LESSON, WRONG)
-    assert_failed(report, ["gemm_intensity_on_random_shapes", "cta_tile_intensity_on_random_tiles",
-                           "blocks_per_sm_on_random_kernels_and_archs", "binding_limits_on_random_kernels_and_archs"],
-                  ["gemm_intensity", "cta_tile_intensity", "blocks_per_sm", "binding_limits"])
+    assert_failed(report, ["min_n_compute_bound_on_random_gemms_and_gpus",
+                           "cluster_tile_intensity_on_random_tiles_and_clusters",
+                           "blocks_per_sm_on_random_kernels_and_archs", "wave_efficiency_on_random_gemms_and_gpus"],
+                  list(TARGETS.values()))
     assert report.score == 0
+
+
+@pytest.mark.parametrize("exercise", sorted(CALLS_PACKAGE))
+def test_calling_the_package_would_be_right_and_calls_what_the_exercise_forbids(exercise, tmp_path):
+    """Without the grader's enforcement these answers pass (so the next test can fail), and each calls a function
+    its exercise's metadata forbids."""
+    assert_right_but_forbidden(tmp_path, LESSON, exercise, CALLS_PACKAGE[exercise])
+
+
+def test_a_submission_that_calls_the_package_scores_zero(tmp_path):
+    assert_forbidden_calls_score_zero(tmp_path, LESSON, CALLS_PACKAGE)

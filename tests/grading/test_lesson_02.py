@@ -1,5 +1,6 @@
-"""Lesson 2 (layouts): a partly right submission scores exactly its points, and every check and hidden test fails on
-a wrong answer."""
+"""Lesson 2 (layouts): a partly right submission scores exactly its points, every check and hidden test fails on a
+wrong answer, each exercise is judged on its own (a wrong 2.2 costs 2.3 and 2.4 nothing), and a submission that calls
+the eager algebra or the DSL instead scores nothing for those exercises."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ import pytest
 from cutecourse.grading import checks, grader, reports
 from cutecourse.grading import notebook as nbio
 
-from .conftest import ROOT, grade_lesson, lesson_solution, statuses
+from .conftest import (ROOT, assert_forbidden_calls_score_zero, assert_right_but_forbidden, grade_lesson,
+                       lesson_solution, statuses)
 
 LESSON = "02_layouts"
 
@@ -74,9 +76,7 @@ def predict_logical_product(shape, stride, n):
 
 
 def test_partly_right_submission_scores_exactly_its_points(tmp_path):
-    coalesce_inline = solution("2.2").replace("def my_coalesce", "def _my_coalesce")
-    composition_alone = coalesce_inline + "\n\n" + solution("2.3").replace("my_coalesce(", "_my_coalesce(")
-    report = submit(tmp_path, {"2.1": solution("2.1"), "2.2": HARD_CODED_2_2, "2.3": composition_alone,
+    report = submit(tmp_path, {"2.1": solution("2.1"), "2.2": HARD_CODED_2_2, "2.3": solution("2.3"),
                                "2.4": SEED_ORDER_2_4})  # 2.5 left untouched
     got = {e: report.exercises()[e][0] for e in ("2.1", "2.2", "2.3", "2.4", "2.5")}
     check = 1.0  # the check's point counts with or without jupyter
@@ -114,3 +114,64 @@ def test_checks_explain_a_wrong_answer_without_giving_it_away(capsys, exercise, 
     line = capsys.readouterr().out
     assert line.startswith(f"✗ {check}: ") and line.count("\n") == 1
     assert leak not in line, line  # the right answer of the first failing case
+
+
+def test_a_wrong_coalesce_costs_the_later_exercises_nothing(tmp_path):
+    """2.3-2.5 take their inputs ready (A coalesced where it matters): judged against the reference, never through
+    the learner's 2.2."""
+    report = submit(tmp_path, {"2.2": WRONG["2.2"], "2.3": solution("2.3"), "2.4": solution("2.4"),
+                               "2.5": solution("2.5")})
+    check = 1.0  # the check's point counts with or without jupyter
+    got = {e: report.exercises()[e][0] for e in ("2.2", "2.3", "2.4", "2.5")}
+    assert got == {"2.2": 0.0, "2.3": 3 + check, "2.4": 2 + check, "2.5": 2 + check}, reports.summary(report)
+
+
+# Right answers, each through a function its exercise forbids (the eager algebra, or the DSL inside @cute.jit).
+CALLS_PACKAGE = {
+    "2.1": """
+from cutecourse.layout import crd2idx, make_layout
+def my_crd2idx(coord, shape, stride):
+    return crd2idx(coord, make_layout(shape, stride=stride))
+""",
+    "2.2": """
+import cutlass
+import cutlass.cute as cute
+
+@cute.jit
+def _coalesce(shape: cutlass.Constexpr, stride: cutlass.Constexpr, out: cutlass.Constexpr):
+    c = cute.coalesce(cute.make_layout(shape, stride=stride))
+    out.append((c.shape, c.stride))
+
+def my_coalesce(shape, stride):
+    out = []
+    _coalesce(shape, stride, out)
+    return out[0]
+""",
+    "2.3": """
+import cutecourse.layout as L
+def my_composition(a_shape, a_stride, b_shape, b_stride):
+    r = L.composition(L.make_layout(a_shape, stride=a_stride), L.make_layout(b_shape, stride=b_stride))
+    return r.shape, r.stride
+""",
+    "2.4": """
+import cutecourse.layout as L
+def predict_logical_divide(shape, stride, n):
+    tile = L.make_layout(n)  # A / B = A o (B, complement(B, size(A)))
+    a = L.make_layout(shape, stride=stride)
+    return str(L.composition(a, L.make_layout((tile, L.complement(tile, L.size(a))))))
+""",
+    "2.5": """
+from cutecourse.layout import algebra, make_layout
+def predict_logical_product(shape, stride, n):
+    return str(algebra.logical_product(make_layout(shape, stride=stride), make_layout(n)))
+""",
+}
+
+
+@pytest.mark.parametrize("exercise", sorted(CALLS_PACKAGE))
+def test_calling_the_package_would_be_right_and_calls_what_the_exercise_forbids(exercise, tmp_path):
+    assert_right_but_forbidden(tmp_path, LESSON, exercise, CALLS_PACKAGE[exercise])
+
+
+def test_a_submission_that_calls_the_package_scores_zero(tmp_path):
+    assert_forbidden_calls_score_zero(tmp_path, LESSON, CALLS_PACKAGE)

@@ -11,7 +11,8 @@ import pytest
 
 from cutecourse.grading import checks, grader, reports
 
-from .conftest import assert_failed, grade_lesson, lesson_solution
+from .conftest import (assert_failed, assert_forbidden_calls_score_zero, assert_right_but_forbidden, grade_lesson,
+                       lesson_solution)
 
 LESSON = "03_tensors_partitioning"
 
@@ -91,7 +92,7 @@ def thread_coords(tile_shape, thr_shape, thr_stride, tid):
 
 
 def test_partly_right_submission_scores_exactly_its_points(tmp_path):
-    # 3.1 right (check + hidden), 3.3 hard-coded (check only), 3.4 wrong.
+    # 3.1 right (check + hidden), 3.3 hard-coded (check only), 3.4 wrong. (3.2: test_kernel_exercises.py)
     report = submit(tmp_path, {"3.1": solution("3.1"), "3.3": HARD_CODED_3_3, "3.4": WRONG["3.4"]})
     got = {e: report.exercises()[e][0] for e in ("3.1", "3.3", "3.4")}
     assert got == {"3.1": 3.0, "3.3": 1.0, "3.4": 0.0}, reports.summary(report)
@@ -103,3 +104,52 @@ def test_every_check_and_hidden_test_fails_on_a_wrong_answer(tmp_path):
     assert_failed(report, ["thread_coords_on_random_tiles_and_thread_layouts", "smem_bank_on_random_elements",
                            "row_wavefronts_on_random_tiles_and_paddings"],
                   ["thread_coords", "smem_bank", "row_wavefronts"])
+
+
+def test_the_wavefront_hint_gives_a_16_bit_phase_its_64_bytes():
+    from cutecourse.grading.checks import l03_tensors as L
+
+    assert "(64 bytes each)" in L._judge_wavefronts((64, 1, 16), 99, [])
+    assert "(128 bytes each)" in L._judge_wavefronts((64, 1, 32), 99, [])
+
+
+# Right answers, each through a function its exercise forbids (the DSL's local_partition, the package's bank model).
+CALLS_PACKAGE = {
+    "3.1": """
+import cutlass
+import cutlass.cute as cute
+
+@cute.jit
+def _coords(tile_shape: cutlass.Constexpr, thr_shape: cutlass.Constexpr, thr_stride: cutlass.Constexpr,
+            tid: cutlass.Constexpr, out: cutlass.Constexpr):
+    mine = cute.local_partition(cute.make_identity_tensor(tile_shape), cute.make_layout(thr_shape, stride=thr_stride),
+                                cutlass.Int32(tid))
+    out.extend(tuple(int(x) for x in mine[i]) for i in range(cute.size(mine)))
+
+def thread_coords(tile_shape, thr_shape, thr_stride, tid):
+    out = []
+    _coords(tile_shape, thr_shape, thr_stride, tid, out)
+    return out
+""",
+    "3.3": """
+from cutecourse import viz
+def smem_bank(m, n, col_stride, element_bits):
+    return viz.bank_of(m + n * col_stride, element_bits)
+""",
+    "3.4": """
+from cutecourse import viz
+def row_wavefronts(tile_m, pad, element_bits):
+    per = min(32, 1024 // element_bits)
+    return viz.wavefronts(f"({tile_m},32):(1,{tile_m + pad})", element_bits,
+                          [[(0, t) for t in range(p, p + per)] for p in range(0, 32, per)])
+""",
+}
+
+
+@pytest.mark.parametrize("exercise", sorted(CALLS_PACKAGE))
+def test_calling_the_package_would_be_right_and_calls_what_the_exercise_forbids(exercise, tmp_path):
+    assert_right_but_forbidden(tmp_path, LESSON, exercise, CALLS_PACKAGE[exercise])
+
+
+def test_a_submission_that_calls_the_package_scores_zero(tmp_path):
+    assert_forbidden_calls_score_zero(tmp_path, LESSON, CALLS_PACKAGE)

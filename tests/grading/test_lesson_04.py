@@ -4,14 +4,14 @@ test_kernel_exercises.py.)"""
 
 from __future__ import annotations
 
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from cutecourse.grading import checks, grader, reports
 
-from .conftest import assert_failed, grade_lesson, lesson_solution
+from .conftest import (answer_from_file, assert_failed, assert_forbidden_calls_score_zero, assert_right_but_forbidden,
+                       grade_lesson, lesson_solution)
 
 LESSON = "04_tiled_copy"
 
@@ -26,22 +26,15 @@ def submit(tmp_path: Path, answers: dict[str, str]) -> grader.Report:
     return grade_lesson(tmp_path, LESSON, answers, timeout=120)
 
 
-def with_body(exercise: str, body: str) -> str:
-    """The solution's answer cell of `exercise` with its solution region replaced by `body`."""
-    source = solution(exercise)
-    start, end = source.index("    ### BEGIN SOLUTION"), source.index("    ### END SOLUTION")
-    return source[:start] + textwrap.indent(textwrap.dedent(body).strip("\n"), "    ") + "\n" + source[end:]
-
-
 # Each wrong answer makes one classic mistake; the check's hint points at it.
 WRONG = {
-    # four values per thread whatever the dtype: right for fp32 only
-    "4.1": with_body("4.1", """
-        thr_layout = cute.make_ordered_layout((threads_m, threads_n), order=(1, 0))
-        val_layout = cute.make_ordered_layout((values_m, 4), order=(1, 0))
-        tiler_mn, layout_tv = cute.make_layout_tv(thr_layout, val_layout)
-        out.append((str(tiler_mn), str(layout_tv)))
-    """),
+    # four values per row whatever the dtype: right for fp32 only
+    "4.1": """
+def tv_owner(dtype_bits, thr_shape, thr_order, values_m, m, n):
+    (rows, cols), (row, col) = thr_shape, (m // values_m, n // 4)
+    thread = row * cols + col if thr_order == (1, 0) else row + col * rows
+    return thread, (m % values_m) * 4 + n % 4
+""",
     # one scalar per thread, warps along rows
     "4.3": """
 def split(tile_m, tile_n, dtype_bits, threads):
@@ -57,36 +50,25 @@ def split(tile_m, tile_n, dtype_bits, threads):
 """
 
 
-def _function(source: str, name: str, tmp_path: Path):
-    import importlib.util
-
-    path = tmp_path / f"answer_{name}.py"  # the DSL reads a jit function's source: it must live in a file
-    path.write_text(textwrap.dedent(source))
-    spec = importlib.util.spec_from_file_location(f"answer_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return getattr(module, name)
-
-
 def test_the_hard_coded_answer_really_passes_only_the_visible_cases(tmp_path):
     from cutecourse.grading.checks import l04_tiled_copy as L
 
-    fn = _function(HARD_CODED_4_3, "split", tmp_path)
+    fn = answer_from_file(tmp_path, HARD_CODED_4_3, "split")
     assert checks.split.run(fn).startswith(checks.PASS)
     assert L.split_hint(64, 128, 32, 256, fn(64, 128, 32, 256)) is not None
 
 
 @pytest.mark.parametrize("exercise, check, hint", [
-    ("4.1", "tv_for", "128 // 16"), ("4.3", "split", "128-bit vector"),
+    ("4.1", "tv_owner", "128 // 16 = 8"), ("4.3", "split", "128-bit vector"),
 ])
 def test_every_cpu_check_fails_a_wrong_answer_with_a_hint(capsys, tmp_path, exercise, check, hint):
-    assert getattr(checks, check)(_function(WRONG[exercise], check, tmp_path)) is False
+    assert getattr(checks, check)(answer_from_file(tmp_path, WRONG[exercise], check)) is False
     line = capsys.readouterr().out
     assert line.startswith(f"✗ {check}: ") and line.count("\n") == 1 and hint in line, line
 
 
 def test_partly_right_submission_scores_exactly_its_points(tmp_path):
-    # 4.1 right (check + hidden), 4.3 hard-coded (check only).
+    # 4.1 right (check + hidden), 4.3 hard-coded (check only). (4.2: test_kernel_exercises.py)
     report = submit(tmp_path, {"4.1": solution("4.1"), "4.3": HARD_CODED_4_3})
     got = {e: report.exercises()[e][0] for e in ("4.1", "4.3")}
     assert got == {"4.1": 3.0, "4.3": 1.0}, reports.summary(report)
@@ -95,5 +77,35 @@ def test_partly_right_submission_scores_exactly_its_points(tmp_path):
 def test_every_check_and_hidden_test_fails_on_a_wrong_answer(tmp_path):
     report = submit(tmp_path, WRONG)
     assert report.score == 0, reports.summary(report)
-    assert_failed(report, ["tv_for_on_random_dtypes_and_shapes", "split_has_the_properties_on_random_tiles"],
-                  ["tv_for", "split"])
+    assert_failed(report, ["tv_owner_on_random_dtypes_threads_and_elements", "split_has_the_properties_on_random_tiles"],
+                  ["tv_owner", "split"])
+
+
+def test_the_owner_hint_names_a_column_major_thread_layout(tmp_path):
+    row_major_only = """
+def tv_owner(dtype_bits, thr_shape, thr_order, values_m, m, n):
+    v = 128 // dtype_bits
+    return (m // values_m) * thr_shape[1] + n // v, (m % values_m) * v + n % v
+"""
+    line = checks.tv_owner.run(answer_from_file(tmp_path, row_major_only, "tv_owner"))
+    assert line.startswith(checks.FAIL) and "column-major" in line, line
+
+
+# A right answer through what 4.1 forbids: the eager TV layout, inverted.
+CALLS_PACKAGE = {"4.1": """
+import cutecourse.layout as L
+def tv_owner(dtype_bits, thr_shape, thr_order, values_m, m, n):
+    tiler, tv = L.make_layout_tv(L.make_ordered_layout(thr_shape, order=thr_order),
+                                 L.make_ordered_layout((values_m, 128 // dtype_bits), order=(1, 0)))
+    i = L.right_inverse(tv)(m + n * tiler[0])  # (thread, value) in colexicographic order: thread fastest
+    threads = thr_shape[0] * thr_shape[1]
+    return i % threads, i // threads
+"""}
+
+
+def test_calling_the_package_would_be_right_and_calls_what_the_exercise_forbids(tmp_path):
+    assert_right_but_forbidden(tmp_path, LESSON, "4.1", CALLS_PACKAGE["4.1"])
+
+
+def test_a_submission_that_calls_the_package_scores_zero(tmp_path):
+    assert_forbidden_calls_score_zero(tmp_path, LESSON, CALLS_PACKAGE)

@@ -1,7 +1,7 @@
-"""Hidden tests of lesson 4: the TV layout of 128-bit copies on random dtypes and thread/value shapes, the learner's
-predicated, vectorized cast kernel (its PTX for both 16-bit dtypes and both archs; on a GPU random ragged shapes
-with poisoned outputs), and the thread/value split of random tiles, judged by its properties (several answers are
-right).
+"""Hidden tests of lesson 4: who holds an element of a 128-bit copy's TV layout, on random dtypes, thread grids and
+elements; the learner's predicated, vectorized cast kernel (its PTX for both 16-bit dtypes and both archs; on a GPU
+random ragged shapes with poisoned outputs); and the thread/value split of random tiles, judged by its properties
+(several answers are right).
 
 References: the eager algebra (cutecourse.layout.make_layout_tv) for the TV layouts, torch for the copy.
 """
@@ -13,17 +13,16 @@ import pytest
 from cutecourse.grading.checks import l04_tiled_copy as L
 
 CASES = 40
-TV_CASES = 12  # each call traces and JIT-compiles a @cute.jit function: a few hundred ms and some memory
 
 
 @pytest.mark.exercise("4.1", points=2)
-def test_tv_for_on_random_dtypes_and_shapes(learner):
+def test_tv_owner_on_random_dtypes_threads_and_elements(learner):
     rng = random.Random(401)
-    for _ in range(TV_CASES):
-        case = L.random_tv_case(rng)
-        got, _ = learner.call("tv_for", *case)
-        hint = L.tv_hint(case, got)
-        assert hint is None, f"tv_for{case!r} gave {got!r}: {hint}"
+    for _ in range(CASES):
+        case = L.random_owner_case(rng)
+        got, _ = learner.call("tv_owner", *case)
+        hint = L.owner_hint(case, got)
+        assert hint is None, f"tv_owner{case!r} gave {got!r}: {hint}"
 
 
 SHAPES = [(1, 4), (1, 96), (7, 12), (8, 128), (31, 132), (97, 136), (257, 64), (1000, 8), (3, 1012)]

@@ -9,13 +9,13 @@ import math
 import pytest
 
 from cutecourse import hw
-from cutecourse.hw import measure, roofline, specs, tensor_cores
+from cutecourse.hw import measure, measured, roofline, specs, tensor_cores
 
 # `cutecourse.hw.occupancy` is the function (re-exported by the package); the module is reached by its full name.
 occ_module = importlib.import_module("cutecourse.hw.occupancy")
 
 
-@pytest.mark.parametrize("module", [hw, specs, roofline, occ_module, tensor_cores, measure])
+@pytest.mark.parametrize("module", [hw, specs, roofline, occ_module, tensor_cores, measure, measured])
 def test_docstring_examples(module):
     result = doctest.testmod(module)
     assert result.failed == 0 and result.attempted > 0
@@ -46,6 +46,18 @@ def test_fp32_peak_is_sms_times_cores_times_clock(name, cores_per_sm):
     assert 2 * s.sms * cores_per_sm * s.boost_mhz * 1e6 / 1e12 == pytest.approx(s.fp32_tflops, rel=0.02)
 
 
+def test_tensor_core_peak_is_sms_times_flops_per_clock_times_its_own_clock():
+    """The datasheets' Tensor Core peaks are rebuilt from the chip at `tensor_mhz`; on the H100/H200 that is 1830 MHz,
+    and at the 1980 MHz boost (the FP32 peak's clock) the product would be 8% too high."""
+    rebuilt = {n: s for n, s in hw.SPECS.items() if s.tensor_peak() is not None}
+    assert set(hw.SPECS) - set(rebuilt) == {"B200"}  # its clock is not published
+    for name, s in rebuilt.items():
+        assert s.tensor_peak() == pytest.approx(s.fp16_tflops, rel=0.005), name
+    h100 = hw.SPECS["H100 SXM"]
+    assert (h100.tensor_mhz, h100.boost_mhz) == (1830, 1980)
+    assert h100.sms * h100.tc_flops_per_clk * h100.boost_mhz / 1e6 == pytest.approx(1070.5, rel=1e-3)
+
+
 def test_peak_rejects_an_unknown_format():
     with pytest.raises(ValueError, match="fmt='fp4'"):
         hw.SPECS["B200"].peak("fp4")
@@ -58,6 +70,12 @@ def test_generations_run_volta_to_blackwell_with_their_instructions():
         assert needle in text
 
 
+def test_tensor_cores_per_sm_two_per_scheduler_on_volta_and_turing():
+    assert {g.name: (g.per_sm, g.per_subpartition) for g in hw.GENERATIONS} == {
+        "Volta": (8, 2), "Turing": (8, 2), "Ampere": (4, 1), "Hopper": (4, 1), "Blackwell": (4, 1)}
+    assert "leader CTA" in hw.GENERATIONS[-1].issued_by
+
+
 def test_gemm_intensity_of_a_square_fp16_gemm_is_n_over_3():
     for n in (64, 1000, 4096):
         assert hw.gemm_intensity(n, n, n, elem_bytes=2) == pytest.approx(n / 3)
@@ -67,6 +85,22 @@ def test_gemm_intensity_of_a_square_fp16_gemm_is_n_over_3():
 def test_cta_tile_intensity_does_not_depend_on_bk():
     assert hw.cta_tile_intensity(128, 128, 32) == hw.cta_tile_intensity(128, 128, 64) == 64.0
     assert hw.cta_tile_intensity(128, 256, 64, elem_bytes=1) == pytest.approx(2 * 128 * 256 / 384)
+
+
+def test_multicast_in_a_cluster_divides_the_shared_tiles_traffic():
+    assert hw.cta_tile_intensity(128, 256, 32, cluster=(2, 1)) == 128.0  # B shared by the 2 CTAs along M
+    assert hw.cta_tile_intensity(128, 256, 32, cluster=(1, 2)) == pytest.approx(2 * 128 * 256 / ((64 + 256) * 2))
+    assert hw.cta_tile_intensity(64, 64, 16, 1, cluster=(2, 2)) == 2 * hw.cta_tile_intensity(64, 64, 16, 1)
+    for bad in ((0, 1), (2,), (1.5, 1), [2, 1]):
+        with pytest.raises(ValueError, match="cluster="):
+            hw.cta_tile_intensity(128, 128, 32, cluster=bad)
+
+
+def test_measured_figures_say_where_and_how():
+    assert measured.GPU == "NVIDIA H200" and measured.DATE == "2026-11-30"
+    for key, m in measured.H200.items():
+        assert m.value > 0 and m.unit and "RESULTS.md" in m.command, key
+    assert measured.table().splitlines()[0] == "measured on an NVIDIA H200 (driver 580.159.04), 2026-11-30:"
 
 
 def test_roofline_bends_at_the_ridge_point():

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import doctest
+import functools
 import importlib
+import json
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -67,6 +70,27 @@ def test_hierarchical_modes_get_grouping_lines():
     assert len(groups) == 1 + 3  # a line after row 2; after columns 2, 4, 6
     flat = ET.fromstring(viz.layout("(4,8):(1,4)").svg)
     assert not [ln for ln in flat.iter(f"{NS}line") if ln.get("class") == "group"]
+
+
+def _column_edges(picture) -> list[tuple[float, float]]:
+    """(left, right) of each column of cells in row 0."""
+    row0 = sorted((float(g.find(f"{NS}rect").get("x")), float(g.find(f"{NS}rect").get("width")))
+                  for g in cells(picture) if g.get("data-crd", "").startswith("(0,"))
+    return [(x, x + w) for x, w in row0]
+
+
+def test_nested_modes_stand_apart_at_100_percent_zoom():
+    """Groups of a nested mode are separated by a gap of several pixels holding a 2-pixel line (an outer level: a
+    wider gap, a thicker line); cells of one group touch. A line on the 0.5-pixel cell border alone was visible only
+    when zoomed in."""
+    cols = _column_edges(viz.layout("(2,((2,2),2)):(1,((2,4),8))"))
+    gaps = [round(b[0] - a[1], 3) for a, b in zip(cols, cols[1:])]
+    assert gaps == [0, 5, 0, 6, 0, 5, 0], gaps
+    root = ET.fromstring(viz.layout("(2,((2,2),2)):(1,((2,4),8))").svg)
+    widths = sorted(float(ln.get("stroke-width")) for ln in root.iter(f"{NS}line") if ln.get("class") == "group")
+    assert widths == [2, 2, 3]
+    flat = _column_edges(viz.layout("(2,8):(8,1)"))
+    assert all(round(b[0] - a[1], 3) == 0 for a, b in zip(flat, flat[1:]))
 
 
 def test_cells_are_coloured_by_index_or_by_a_colour_function():
@@ -187,3 +211,87 @@ def test_bank_map_rejects_bad_element_width_and_too_small_tiles():
         viz.bank_map("(8,64):(64,1)", 12)
     with pytest.raises(ValueError, match="needs a tile of at least 8 rows"):
         viz.wavefronts("(4,64):(64,1)", 16, viz.LDMATRIX_8x8)
+
+
+# --------------------------------------------------------------------------- pictures are whole
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@functools.lru_cache(maxsize=None)
+def _font(bold: bool):
+    """DejaVu Sans Mono, which matplotlib ships: the monospace font Chromium on Linux draws the pictures with."""
+    from matplotlib import font_manager, ft2font
+
+    prop = font_manager.FontProperties(family="DejaVu Sans Mono", weight="bold" if bold else "normal")
+    return ft2font.FT2Font(font_manager.findfont(prop, fallback_to_default=False))
+
+
+def _advance(text: str, size: float, bold: bool) -> float:
+    """The width of `text` in pixels, from the font's own advances (a glyph it lacks: one em, a fallback font)."""
+    font = _font(bold)
+    font.set_size(size, 72)  # 72 dpi: points are pixels
+    width = 0.0
+    for ch in text:
+        width += font.load_char(ord(ch)).linearHoriAdvance / 65536 if font.get_char_index(ord(ch)) else size
+    return width
+
+
+def text_boxes(svg: str) -> tuple[tuple[float, float], list[tuple[str, float, float, float, float]]]:
+    """The SVG's (width, height) from its viewBox, and (text, left, right, top, bottom) of every text element."""
+    root = ET.fromstring(svg)
+    _, _, width, height = (float(v) for v in root.get("viewBox").split())
+    assert (float(root.get("width")), float(root.get("height"))) == (width, height), "width/height != viewBox"
+    boxes = []
+    for t in root.iter(f"{NS}text"):
+        text, size = t.text or "", float(t.get("font-size"))
+        w = _advance(text, size, t.get("font-weight") == "bold")
+        x, y = float(t.get("x")), float(t.get("y"))
+        left = x - {"start": 0, "middle": w / 2, "end": w}[t.get("text-anchor", "start")]
+        boxes.append((text, left, left + w, y - size / 2, y + size / 2))  # dominant-baseline: central
+    return (width, height), boxes
+
+
+def cut_texts(svg: str) -> list[str]:
+    (width, height), boxes = text_boxes(svg)
+    return [f"{text!r} spans x {left:.1f}..{right:.1f}, y {top:.1f}..{bottom:.1f} of {width:g}x{height:g}"
+            for text, left, right, top, bottom in boxes
+            if left < 0 or right > width or top < 0 or bottom > height]
+
+
+def notebook_pictures() -> list:
+    found = []
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        for i, cell in enumerate(json.loads(path.read_text(encoding="utf-8"))["cells"]):
+            for out in cell.get("outputs", []):
+                svg = out.get("data", {}).get("image/svg+xml")
+                if svg:
+                    found.append(pytest.param("".join(svg), id=f"{path.stem}-cell{i}"))
+    return found
+
+
+@pytest.mark.parametrize("svg", notebook_pictures())
+def test_every_text_of_every_notebook_picture_lies_inside_the_picture(svg):
+    assert cut_texts(svg) == []
+
+
+def test_the_notebooks_have_pictures_to_measure():
+    assert len(notebook_pictures()) >= 10
+
+
+@pytest.mark.parametrize("make", [
+    lambda: viz.layout("2:1", title="a title much longer than the two cells it names, " * 2),
+    lambda: viz.tv_layout("((2,2),4):((8,1),2)", (4, 4), title="T" * 120),
+    lambda: viz.bank_map("(2,4):(4,1)", 32, title="banks " * 30),
+    lambda: viz.layout("(2,((2,2),2)):(1,((2,4),8))"),
+    lambda: gemm_hierarchy.gemm_hierarchy(cta=(12345, 67890, 32)),
+])
+def test_a_picture_grows_to_hold_its_text(make):
+    assert cut_texts(make().svg) == []
+
+
+def test_the_measure_finds_a_cut_title():
+    root = ET.fromstring(viz.layout("2:1", title="x" * 50).svg)
+    for key, value in (("viewBox", "0 0 100 100"), ("width", "100"), ("height", "100")):
+        root.set(key, value)  # the picture as it was drawn before pictures grew to fit their text
+    assert [line for line in cut_texts(ET.tostring(root, encoding="unicode")) if line.startswith("'xxxx")]

@@ -81,8 +81,15 @@ def compact_strides(rng: random.Random, shape: Any) -> Any:
     return rebuild(shape)
 
 
+def is_coalesced(shape: Any, stride: Any) -> bool:
+    """Whether `shape:stride` is already as coalesce returns it: the left-hand side of exercises 2.3 and 2.4."""
+    simplest = eager.coalesce(layout_of(shape, stride))
+    return (simplest.shape, simplest.stride) == (shape, stride)
+
+
 def random_flat_lhs(rng: random.Random) -> tuple[Any, Any]:
-    """A flat layout (int or tuple) without size-1 modes: the left-hand side of exercises 2.3-2.5."""
+    """A flat layout (int or tuple) without size-1 modes: the left-hand side of exercise 2.5 (and, where it is
+    coalesced, of 2.3 and 2.4)."""
     n = rng.randint(1, 3)
     shape = tuple(rng.choice([2, 2, 3, 4, 4, 6, 8]) for _ in range(n))
     if rng.random() < 0.5:
@@ -201,7 +208,7 @@ def _composition_cases() -> list[tuple[Any, ...]]:
         ((6, 2), (8, 2), (4, 3), (3, 1)),     # the DSL notebook: ((2,2),3):((24,2),8)
         ((10, 2), (16, 4), (5, 4), (1, 5)),   # (5,(2,2)):(16,(80,4))
         (24, 1, (4, 6), (1, 4)),              # a 1-D lhs just scales strides
-        ((4, 8), (1, 4), (2, (2, 4)), (0, (1, 8))),  # a stride-0 rhs mode and a nested rhs
+        ((4, 8), (1, 8), (2, (2, 4)), (0, (1, 8))),  # a stride-0 rhs mode and a nested rhs
     ]
 
 
@@ -236,6 +243,8 @@ my_composition = Check("my_composition", "my_composition", _composition_cases, _
 def random_composition_case(rng: random.Random) -> tuple[Any, Any, Any, Any] | None:
     """A valid (a_shape, a_stride, b_shape, b_stride), or None when this draw is not composable."""
     a_shape, a_stride = random_flat_lhs(rng)
+    if not is_coalesced(a_shape, a_stride):
+        return None
     a_size = eager.product(a_shape)
     b_shape = random_shape(rng, depth=2, hi=4)
     b_stride = random_strides(rng, b_shape) if rng.random() < 0.5 else compact_strides(rng, b_shape)
@@ -252,7 +261,7 @@ def _divide_cases() -> list[tuple[Any, ...]]:
     return [
         (1024, 1, 128),                       # the seed's example: (element_in_tile, tile_id)
         (24, 1, 4),
-        ((4, 6), (1, 4), 8),                  # a tile that spans two modes
+        ((4, 6), (1, 8), 8),                  # a tile that spans two modes
         ((4, 8), (8, 1), 8),                  # row-major rows ... or are they?
         (8, 3, 8),                            # one tile: the tile-id mode is 1:0
     ]
@@ -276,9 +285,12 @@ def _judge_predict(op: str):
             return f"got {value!r}, whose size is not {expected.size()}"
         if eager.rank(parsed) != 2:
             return f"got {value!r}: the result has two modes, (tile, rest)"
+        divide = op == "logical_divide"
         if str(parsed[0]) != str(expected[0]):
-            return f"got {value!r}: mode 0 is wrong (it is what the first mode of the {'tiler' if op == 'logical_divide' else 'block'} picks out)"
-        return f"got {value!r}: mode 1 is wrong ({'the complement of the tile' if op == 'logical_divide' else 'the complement of A, composed with the tiler'})"
+            return (f"got {value!r}: mode 0 is wrong (it is "
+                    f"{'the tile: the first n elements of A, in 1-D order' if divide else 'A itself, unchanged'})")
+        return (f"got {value!r}: mode 1 is wrong (it is "
+                f"{'the rest of A, which steps from tile to tile' if divide else 'the first n offsets of the complement of A'})")
 
     return judge
 
@@ -303,6 +315,8 @@ predict_logical_product = Check("predict_logical_product", "predict_logical_prod
 
 def random_divide_case(rng: random.Random) -> tuple[Any, Any, int] | None:
     shape, stride = random_flat_lhs(rng)
+    if not is_coalesced(shape, stride):
+        return None
     size = eager.product(shape)
     divisors = [d for d in range(2, size + 1) if size % d == 0]
     n = rng.choice(divisors)

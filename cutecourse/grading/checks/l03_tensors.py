@@ -184,7 +184,8 @@ def _judge_wavefronts(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> 
         return f"expected an int, got {value!r}"
     if value != reference_row_wavefronts(*case):
         per_phase = min(32, 128 * 8 // bits)
-        return (f"got {value}; split the warp into phases of {per_phase} threads (128 bytes each), and in each "
+        return (f"got {value}; split the warp into phases of {per_phase} threads ({per_phase * bits // 8} bytes "
+                f"each), and in each "
                 f"phase count the most distinct 4-byte words that fall into one bank (threads that share a word "
                 f"share it); the answer is the sum over phases")
     return None

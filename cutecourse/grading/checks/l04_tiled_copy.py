@@ -1,9 +1,10 @@
-"""Checks of lesson 4 (tiled copy, vectorization and predication): the thread-value layout of a 128-bit copy, a
-predicated, vectorized fp32 -> 16-bit cast kernel (its PTX on a CPU, its results on a GPU), and choosing the
+"""Checks of lesson 4 (tiled copy, vectorization and predication): which thread holds an element of a 128-bit copy's
+thread-value layout, a predicated, vectorized fp32 -> 16-bit cast kernel (its PTX on a CPU, its results on a GPU),
+and choosing the
 thread/value split of a tile.
 
-The expected TV layouts come from the eager algebra (:func:`cutecourse.layout.make_layout_tv`); the split is judged by
-its properties (several answers are right); the hidden tests (tests/hidden/test_04_tiled_copy.py) use the same
+The owners come from the eager algebra's TV layouts (:func:`cutecourse.layout.make_layout_tv`); the split is judged
+by its properties (several answers are right); the hidden tests (tests/hidden/test_04_tiled_copy.py) use the same
 references and generators on random inputs.
 """
 
@@ -17,51 +18,79 @@ import cutecourse.layout as eager
 from cutecourse.grading import sandbox
 from cutecourse.grading.checks import Check, exact_hint, input_of, rounded
 
-# --------------------------------------------------------------------------- 4.1 the TV layout of a 128-bit copy
+# --------------------------------------------------------------------------- 4.1 who holds an element of a TV layout
 
 
-def reference_tv(dtype_bits: int, threads_m: int, threads_n: int, values_m: int) -> tuple[str, str]:
-    """``(str(tiler_mn), str(layout_tv))`` of ``make_layout_tv(thr, val)`` for row-major threads
-    ``(threads_m, threads_n)`` and row-major values ``(values_m, 128 // dtype_bits)``, from the eager algebra."""
-    thr = eager.make_ordered_layout((threads_m, threads_n), order=(1, 0))
+def _tv(dtype_bits: int, thr_shape: tuple[int, int], thr_order: tuple[int, int], values_m: int):
+    thr = eager.make_ordered_layout(thr_shape, order=thr_order)
     val = eager.make_ordered_layout((values_m, 128 // dtype_bits), order=(1, 0))
-    tiler, tv = eager.make_layout_tv(thr, val)
-    return str(tuple(tiler)), str(tv)
+    return eager.make_layout_tv(thr, val)
 
 
-def random_tv_case(rng: random.Random) -> tuple[int, int, int, int]:
-    return rng.choice([8, 16, 32, 64]), rng.randint(1, 16), rng.choice([1, 2, 4, 8, 16, 32]), rng.randint(1, 4)
+def reference_owner(dtype_bits: int, thr_shape: tuple[int, int], thr_order: tuple[int, int], values_m: int,
+                    m: int, n: int) -> tuple[int, int]:
+    """``(thread, value)`` whose ``layout_tv`` maps to element (m, n) of the tile, searched in the eager algebra's
+    ``make_layout_tv(thr, val)`` (threads `thr_shape` ordered by `thr_order`, values ``(values_m, 128 // bits)``
+    row-major)."""
+    tiler, tv = _tv(dtype_bits, thr_shape, thr_order, values_m)
+    target = m + n * tiler[0]  # layout_tv's codomain: column-major offsets in the tile
+    threads, values = eager.size(eager.get(tv, 0)), eager.size(eager.get(tv, 1))
+    return next((t, v) for v in range(values) for t in range(threads) if tv((t, v)) == target)
 
 
-def _tv_cases() -> list[tuple[Any, ...]]:
-    return [(32, 8, 32, 1), (16, 4, 8, 1), (32, 8, 32, 4), (16, 16, 16, 2), (8, 2, 16, 1), (64, 3, 5, 2)]
+def _owner_or_none(*case: Any) -> tuple[int, int] | None:
+    try:
+        return reference_owner(*case)
+    except StopIteration:  # (m, n) lies outside that tile
+        return None
 
 
-def _normal(s: Any) -> str:
-    return re.sub(r"\s+", "", str(s))
+def random_owner_case(rng: random.Random) -> tuple[int, tuple[int, int], tuple[int, int], int, int, int]:
+    bits = rng.choice([8, 16, 32, 64])
+    thr_shape = (rng.randint(1, 8), rng.choice([1, 2, 4, 8, 16, 32]))
+    order, values_m = rng.choice([(1, 0), (0, 1)]), rng.randint(1, 4)
+    m, n = rng.randrange(thr_shape[0] * values_m), rng.randrange(thr_shape[1] * (128 // bits))
+    return bits, thr_shape, order, values_m, m, n
 
 
-def tv_hint(case: tuple[Any, ...], value: Any) -> str | None:
-    bits, tm, tn, vm = case
-    if not (isinstance(value, (tuple, list)) and len(value) == 2 and all(isinstance(v, str) for v in value)):
-        return f"expected a pair of strings (str(tiler_mn), str(layout_tv)), got {value!r}"
-    tiler, tv = (_normal(v) for v in value)
-    want_tiler, want_tv = (_normal(v) for v in reference_tv(*case))
-    vec = 128 // bits
-    if tiler != want_tiler:
-        return (f"tiler_mn {value[0]} is wrong: a 128-bit vector holds 128 // {bits} = {vec} elements, along n; "
-                f"the tile is (threads along m x values along m, threads along n x values along n)")
-    if tv != want_tv:
-        return (f"layout_tv {value[1]} is wrong: are the threads ({tm},{tn}) and the values ({vm},{vec}) both "
-                f"row-major (make_ordered_layout(..., order=(1, 0))), and passed in the order (thr, val)?")
-    return None
+def _owner_cases() -> list[tuple[Any, ...]]:
+    return [(32, (8, 32), (1, 0), 4, 9, 70), (16, (2, 4), (1, 0), 1, 1, 17), (32, (8, 32), (0, 1), 1, 6, 101),
+            (8, (4, 8), (1, 0), 2, 7, 100), (64, (3, 16), (0, 1), 3, 8, 31), (16, (16, 16), (0, 1), 2, 31, 127),
+            (32, (1, 1), (1, 0), 1, 0, 3)]
 
 
-def _judge_tv(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
-    return tv_hint(case, value)
+def owner_hint(case: tuple[Any, ...], value: Any) -> str | None:
+    bits, thr_shape, order, values_m, m, n = case
+    if not (isinstance(value, (tuple, list)) and len(value) == 2
+            and all(isinstance(x, int) and not isinstance(x, bool) for x in value)):
+        return f"expected a pair of ints (thread, value), got {value!r}"
+    want = reference_owner(*case)
+    got = tuple(value)
+    if got == want:
+        return None
+    if got == want[::-1]:
+        return f"got {got}: the pair is (thread, value), in that order"
+    threads = thr_shape[0] * thr_shape[1]
+    if not (0 <= got[0] < threads and 0 <= got[1] < values_m * 128 // bits):
+        return (f"got {got}: the tile has {threads} threads of {values_m * 128 // bits} values each; a thread's row of "
+                f"values is one 128-bit vector, 128 // {bits} = {128 // bits} elements")
+    for other in (8, 16, 32, 64, 128):  # the owner if a vector held 128 // other elements instead
+        if other != bits and got == _owner_or_none(other, thr_shape, order, values_m, m, n):
+            return (f"got {got}: a thread's row of values is one 128-bit vector, 128 // {bits} = {128 // bits} "
+                    f"elements of {bits} bits")
+    if got[1] != want[1]:
+        return (f"the value index {got[1]} is wrong: a thread's values are numbered by its row-major "
+                f"({values_m}, {128 // bits}) value layout, one 128-bit vector of {128 // bits} elements per row")
+    major = "row-major" if order == (1, 0) else "column-major"
+    return (f"the thread index {got[0]} is wrong: find the thread's (row, column) in the {thr_shape} thread grid, "
+            f"then its index in the {major} thread layout (thr_order={order})")
 
 
-tv_for = Check("tv_for", "tv_for", _tv_cases, _judge_tv)
+def _judge_owner(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
+    return owner_hint(case, value)
+
+
+tv_owner = Check("tv_owner", "tv_owner", _owner_cases, _judge_owner)
 
 # --------------------------------------------------------------------------- 4.2 the predicated, vectorized cast
 
