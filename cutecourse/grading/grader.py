@@ -338,8 +338,9 @@ def run_nbval(g: Grade) -> tuple[dict[int, tuple[str, str]], dict[str, str]]:
     nbval_env = dict(os.environ, JUPYTER_PATH=str(g.work / "jupyter"), JUPYTER_RUNTIME_DIR=str(runtime),
                      JUPYTER_CONFIG_DIR=str(g.work / "jupyter-config"), JUPYTER_DATA_DIR=str(g.work / "jupyter"),
                      JUPYTER_PLATFORM_DIRS="1")
+    # nbval shuts its kernel down; were nbval killed, the kernel's bwrap dies with it (--die-with-parent). Either
+    # way each check cell's record was written before that cell's reply, so the records are whole now.
     finished = _run(cmd, g.deadline, cwd=g.work, env=nbval_env)
-    g.walls.kill()  # the kernel is dead before its records are read
     results: dict[int, tuple[str, str]] = {}
     if finished:
         # nbval numbers code cells only.
@@ -536,8 +537,9 @@ def grade(submission: str | Path, course: Course, nbval: bool = True, hidden: bo
             hidden_part = pool.submit(grade_hidden, g) if hidden else None
             checks_part = grade_checks(g, report.notes) if nbval else []
             report.tests = checks_part + (hidden_part.result() if hidden_part else [])
+        over_memory = walls.over_memory
         walls.kill()  # nothing of the submission runs while its report is made
-        if walls.over_memory:
+        if over_memory:
             report.notes.append(f"the submission went over its {limits.memory_mb} MiB of memory: all its processes "
                                 f"were killed")
     changed = sorted(k for k, v in fingerprint(course).items() if before.get(k) != v) + sorted(set(before) - set(

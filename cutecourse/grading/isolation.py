@@ -333,6 +333,19 @@ def cgroup_pids(groups: list[str]) -> set[int]:
     return pids
 
 
+def oom_kills(groups: list[str]) -> int:
+    """How many processes the kernel's OOM killer took from these cgroups (v1 memory.oom_control, v2 memory.events)."""
+    kills = 0
+    for group in groups:
+        for name in ("memory.oom_control", "memory.events"):
+            try:
+                lines = (Path(group) / name).read_text().splitlines()
+            except OSError:
+                continue
+            kills += sum(int(line.split()[1]) for line in lines if line.startswith("oom_kill "))
+    return kills
+
+
 def remove_cgroups(groups: list[str]) -> None:
     for group in groups:
         try:
@@ -425,8 +438,8 @@ class Walls:
         self.spec_path = self.work / "walls.json"
         self._spec(self.work).dump(self.spec_path)
         self._jails = 0
-        #: Set when the submission went over its memory and everything was killed.
-        self.over_memory = False
+        #: Set by the watchdog when the submission went over its memory and everything was killed.
+        self.watchdog_killed = False
         self._closing = threading.Event()
         if isolation.kind != "none" and not any("memory" in g for g in self.cgroups):
             threading.Thread(target=self._watch_memory, daemon=True).start()
@@ -445,7 +458,7 @@ class Walls:
         walls.pid_file = Path(spec.pid_file)
         walls.spec_path = Path(spec_path)
         walls._jails = 0
-        walls.over_memory, walls._closing = False, threading.Event()
+        walls.watchdog_killed, walls._closing = False, threading.Event()
         return walls
 
     def _spec(self, scratch: Path, writable: list[str] | None = None, env: dict[str, str] | None = None) -> JailSpec:
@@ -458,8 +471,13 @@ class Walls:
         limit = self.limits.memory_mb * 2**20
         while not self._closing.wait(0.5):
             if sum(_resident(pid) for pid in self.pids()) > limit:
-                self.over_memory = True
+                self.watchdog_killed = True
                 self.kill()
+
+    @property
+    def over_memory(self) -> bool:
+        """Whether the submission went over its memory: its cgroup's OOM killer struck, or the watchdog did."""
+        return self.watchdog_killed or oom_kills(self.cgroups) > 0
 
     def scratch(self, label: str) -> Path:
         """A fresh private folder for one jail (its only writable place besides /tmp)."""

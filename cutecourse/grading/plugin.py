@@ -83,7 +83,8 @@ def _only_exercise(config: pytest.Config, items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def _learners() -> Iterator[Callable[[str], sandbox.Learner]]:
-    """A learner process per set of forbidden functions, made when a test of such an exercise first needs one."""
+    """A learner process for the set of forbidden functions of the test's exercise, made when first needed (hidden
+    tests run in the order of their exercises, so a process serves all the tests of a set)."""
     path, walls_spec = os.environ.get(ANSWERS_ENV), os.environ.get(isolation.WALLS_ENV)
     if not path or not walls_spec:
         raise pytest.UsageError(f"hidden tests need the learner's answers: run them through `cutecourse grade`, "
@@ -95,6 +96,10 @@ def _learners() -> Iterator[Callable[[str], sandbox.Learner]]:
     def for_exercise(exercise: str) -> sandbox.Learner:
         forbid = tuple(answers["forbid"].get(exercise, []))
         if forbid not in processes:
+            # One learner process at a time: each holds torch and the DSL, and the submission's memory is shared.
+            for other in processes.values():
+                other.close()
+            processes.clear()
             processes[forbid] = sandbox.Learner(answers["cells"], walls, forbid=forbid, exercise=exercise,
                                                 deny=answers["deny"])
         return processes[forbid]

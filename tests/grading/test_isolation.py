@@ -75,7 +75,7 @@ def test_without_a_memory_cgroup_the_watchdog_bounds_the_whole_submission(monkey
     with walls, Learner(cells, walls, timeout=30) as process:
         with pytest.raises(LearnerError, match="went over its 400 MiB of memory"):
             process.call("hog")
-        assert walls.over_memory
+        assert walls.over_memory and walls.watchdog_killed
 
 
 @pytest.mark.skipif(not jailed(), reason="needs bubblewrap")
