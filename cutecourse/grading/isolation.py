@@ -277,6 +277,7 @@ def jail_env(spec: JailSpec) -> dict[str, str]:
     env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
     env.update(HOME=spec.scratch, TMPDIR="/tmp" if spec.isolation.kind == "bwrap" else spec.scratch,
                PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1", MPLBACKEND="Agg", CUTECOURSE_JAIL=spec.marker,
+               CUTE_DSL_DISABLE_FILE_CACHING="1",  # the DSL's compile cache would write where the jail forbids
                PYTHONPATH=os.pathsep.join(spec.pythonpath))
     env.update(spec.env)
     return env

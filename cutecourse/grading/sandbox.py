@@ -22,6 +22,7 @@ GPU tensors through :mod:`harness`, or compile it to ``ptx`` through :mod:`harne
 
 from __future__ import annotations
 
+import ast
 import base64
 import collections
 import fcntl
@@ -332,7 +333,10 @@ def enter_jail(forbid: list[str], exercise: str, deny: list[str], preload: tuple
 
     cutecourse.grading.checks = sys.modules["cutecourse.grading.checks"]  # type: ignore[attr-defined]
     for module in preload:  # heavy imports happen before the doors close
-        importlib.import_module(module)
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            pass  # not installed here (the DSL off Linux): the cell that imports it fails as it would anyway
     closed = _forbid(forbid, exercise) if forbid else ()
     _deny(deny, closed, block_ctypes=bool(closed))
 
@@ -410,6 +414,26 @@ class _Tail(threading.Thread):
         return data.decode("utf-8", "replace").strip()
 
 
+#: Modules answer cells may import that load shared libraries through ctypes: where functions are forbidden the
+#: doors close ctypes, so each of these that some cell imports is imported before.
+PRELOADS = {"numpy": "numpy", "cutlass": "cutlass.cute"}
+
+
+def _preloads(cells: list[dict[str, str]]) -> tuple[str, ...]:
+    wanted: set[str] = set()
+    for cell in cells:
+        try:
+            tree = ast.parse(cell["source"])
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                wanted |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                wanted.add(node.module.split(".")[0])
+    return tuple(PRELOADS[name] for name in sorted(wanted) if name in PRELOADS)
+
+
 class Learner:
     """A learner process holding the answers, in a jail of `walls`; `call` runs one of its functions on grader-chosen
     inputs. `forbid` names the functions the exercise graded through this process may not use.
@@ -428,6 +452,8 @@ class Learner:
             walls = isolation.Walls(isolation.choose(), isolation.Limits(), gpu=_gpu_here(),
                                     package_dir=Path(__file__).resolve().parents[1])
         self.walls = walls
+        if forbid and not preload:
+            preload = _preloads(cells)
         self.spec = {"cells": cells, "forbid": list(forbid), "exercise": exercise, "deny": [str(d) for d in deny],
                      "preload": list(preload)}
         #: Seconds allowed for loading the answers and for each call (the grader's --timeout sets it).

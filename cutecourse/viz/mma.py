@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cutecourse.fragments.atoms import mma_atom as fragment_atom
 from cutecourse.layout import Layout
 
 from .layout import draw_tv
@@ -33,16 +34,8 @@ class MmaAtom:
     c_layout: Layout
 
 
-# CuTe's names: SM80_16x8_Row etc. in mma_traits_sm80.hpp.
-_SM80_16x8_ROW = Layout(((4, 8), (2, 2)), ((32, 1), (16, 8)))
-_SM80_16x16_ROW = Layout(((4, 8), (2, 2, 2)), ((32, 1), (16, 8, 128)))
-_SM80_8x8_ROW = Layout(((4, 8), 2), ((16, 1), 8))
-_SM80_8x16_ROW = Layout(((4, 8), (2, 2)), ((16, 1), (8, 64)))
-
-
 def _atoms() -> dict[str, MmaAtom]:
-    k16 = (16, 8, 16), _SM80_16x16_ROW, _SM80_8x16_ROW, _SM80_16x8_ROW
-    k8 = (16, 8, 8), _SM80_16x8_ROW, _SM80_8x8_ROW, _SM80_16x8_ROW
+    k16, k8 = ((a.shape_mnk, a.layout_a, a.layout_b, a.layout_c) for a in (fragment_atom(16), fragment_atom(8)))
     # The C layout is the same whether the accumulator is F16 or F32, so the aliases share one drawing.
     table = {"SM80_16x8x16_F16": k16, "SM80_16x8x16_BF16": k16, "SM80_16x8x16_F32F16F16F32_TN": k16,
              "SM80_16x8x16_F16F16F16F16_TN": k16, "SM80_16x8x16_F32BF16BF16F32_TN": k16,

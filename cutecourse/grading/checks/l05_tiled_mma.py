@@ -1,0 +1,329 @@
+"""Checks of lesson 5 (MMA atoms, TiledMMA, three-level tiling): a lane's mma.sync coordinates, wgmma's accumulator
+written as a layout, an ldmatrix simulator, a TiledMMA for a warp grid, and two Tensor Core GEMM kernels (an
+m16n8k8 mainloop fed by ldmatrix.x2; a batched GEMM with an N-major B fed by ldmatrix.trans): their PTX on any
+machine, real GEMMs on a GPU.
+
+Every reference comes from :mod:`cutecourse.fragments` (the fragments derived from CuTe's TV layouts) or, for the
+GEMMs, from float64 products of the inputs as the learner's process holds them; the hidden tests
+(tests/hidden/test_05_tiled_mma.py) use the same references and generators on inputs the notebook never shows.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from typing import Any
+
+from cutecourse import fragments as F
+from cutecourse.grading import sandbox
+from cutecourse.grading.checks import Check, input_of, relative_error
+from cutecourse.layout import Layout, parse_layout
+
+# --------------------------------------------------------------------------- 5.1 a lane's A, B, C coordinates
+
+
+def reference_coords(k: int, lane: int) -> tuple[list[tuple[int, int]], ...]:
+    """Lane `lane`'s (row, column) per value of mma.sync.m16n8k{k}'s A (m, k), B (k, n) and C (m, n), in register
+    order (a0, a1, ...)."""
+    frag = F.mma_fragments(F.mma_atom(k))
+    a, b, c = (frag[x][lane].tolist() for x in "ABC")
+    return [tuple(x) for x in a], [(kk, n) for n, kk in b], [tuple(x) for x in c]
+
+
+def _pairs(value: Any, count: int) -> list[tuple[int, int]] | None:
+    if not isinstance(value, (list, tuple)) or len(value) != count:
+        return None
+    out = []
+    for p in value:
+        if not (isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(x, int) for x in p)):
+            return None
+        out.append((int(p[0]), int(p[1])))
+    return out
+
+
+def coords_hint(k: int, lane: int, value: Any) -> str | None:
+    want = reference_coords(k, lane)
+    if not (isinstance(value, (list, tuple)) and len(value) == 3):
+        return f"expected (a, b, c): three lists of (row, column) pairs, got {value!r}"
+    for name, got, ref, rows in zip("ABC", value, want, ("(m, k)", "(k, n)", "(m, n)")):
+        pairs = _pairs(got, len(ref))
+        if pairs is None:
+            return f"{name} should be {len(ref)} {rows} pairs of ints (one per value, in register order), got {got!r}"
+        if pairs != ref:
+            i = next(i for i, (g, r) in enumerate(zip(pairs, ref)) if g != r)
+            return (f"{name}'s value {i} is {pairs[i]}, which is not where lane {lane} holds it: groupID = lane >> 2 "
+                    f"picks the row ({'n' if name == 'B' else 'm'}), threadID_in_group = lane % 4 the pair of "
+                    f"columns; check which values add 8 and in which order")
+    return None
+
+
+def _judge_coords(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
+    return coords_hint(*case, value)
+
+
+mma_coords = Check("mma_coords", "mma_coords",
+                   lambda: [(16, 0), (16, 5), (16, 31), (8, 7), (8, 30), (16, 18)], _judge_coords)
+
+# --------------------------------------------------------------------------- 5.2 wgmma's accumulator as a layout
+
+
+def layout_hint(value: Any, want: Layout, shape: tuple[int, int], what: str) -> str | None:
+    """Is `value` (a Layout or its text) the same function (thread, value) -> index as `want` on a `shape` tile?
+    Any way of writing it is right."""
+    try:
+        got = parse_layout(str(value))
+    except ValueError as exc:
+        return f"expected a Layout (or its text), got {value!r}: {exc}"
+    if not isinstance(got, Layout) or got.rank != 2:
+        return f"expected a rank-2 layout (thread, value) -> index, got {value}"
+    threads, values = want[0].size(), want[1].size()
+    if (got[0].size(), got[1].size()) != (threads, values):
+        return (f"{value} has {got[0].size()} threads and {got[1].size()} values; {what} has {threads} threads "
+                f"and {values} values per thread")
+    try:
+        at = F.coords(got, shape)
+    except ValueError:
+        return f"{value} reaches indices outside the {shape[0]}x{shape[1]} tile (column-major: m + 64 n)"
+    ref = F.coords(want, shape)
+    wrong = (at != ref).any(axis=-1)
+    if wrong.any():
+        t, v = (int(x) for x in next(zip(*wrong.nonzero())))
+        return (f"{value} puts thread {t}'s value {v} at {tuple(at[t, v].tolist())}; that element is held elsewhere "
+                f"({int(wrong.sum())} of {wrong.size} values are misplaced)")
+    return None
+
+
+def wgmma_hint(n: int, value: Any) -> str | None:
+    return layout_hint(value, F.wgmma_atom(n).layout_c, (64, n), f"wgmma m64n{n}k16's accumulator")
+
+
+def _judge_wgmma(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
+    return wgmma_hint(*case, value)
+
+
+wgmma_c = Check("wgmma_c", "wgmma_c_layout", lambda: [(8,), (16,), (64,), (256,)], _judge_wgmma)
+
+# --------------------------------------------------------------------------- 5.3 an ldmatrix simulator
+
+
+def random_rows(rng: random.Random) -> list[list[int]]:
+    """32 rows of eight distinct 16-bit values: lane i's row, what its address points at."""
+    values = rng.sample(range(1, 2**16), 32 * 8)
+    return [values[8 * i: 8 * i + 8] for i in range(32)]
+
+
+def ldmatrix_hint(case: tuple[Any, ...], value: Any) -> str | None:
+    import numpy as np
+
+    rows, x, transpose = case
+    want = F.simulate_ldmatrix(np.asarray(rows), x, transpose)
+    try:
+        got = np.asarray(value)
+    except Exception:  # noqa: BLE001 - anything that is not array-like is a hint
+        got = None
+    if got is None or got.shape != want.shape:
+        shape = None if got is None else got.shape
+        return f"expected an array (32, {x}, 2): each lane's {x} registers of two halves; got shape {shape}"
+    wrong = got != want
+    if wrong.any():
+        lane, reg, half = (int(i) for i in np.argwhere(wrong)[0])
+        return (f"lane {lane}'s register {reg} half {half} is {got[lane, reg, half]}; {int(wrong.sum())} of "
+                f"{wrong.size} values are wrong. Which lane's address gives each matrix's rows, and with "
+                f"{'.trans' if transpose else 'no .trans'}, which row and column does a lane receive?")
+    return None
+
+
+def _ldmatrix_cases() -> list[tuple[Any, ...]]:
+    rng = random.Random(503)
+    return [(random_rows(rng), x, t) for x, t in ((1, False), (4, False), (2, True), (4, True), (1, True))]
+
+
+def _judge_ldmatrix(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
+    return ldmatrix_hint(case, value)
+
+
+ldmatrix_sim = Check("ldmatrix_sim", "ldmatrix_sim", _ldmatrix_cases, _judge_ldmatrix)
+
+# --------------------------------------------------------------------------- 5.4 a TiledMMA for a warp grid
+
+
+def reference_tiled(warps_m: int, warps_n: int, k: int) -> tuple[str, str, str]:
+    """The A, B, C tiled TV layouts of m16n8k{k} atoms over a ROW-major warps_m x warps_n grid of warps, permuted to
+    (16 warps_m, 16 warps_n, k)."""
+    grid = Layout((warps_m, warps_n, 1), (warps_n, 1, 0))
+    t = F.tiled_mma(F.mma_atom(k), grid, (16 * warps_m, 16 * warps_n, k))
+    return str(t.tv_layout_A_tiled), str(t.tv_layout_B_tiled), str(t.tv_layout_C_tiled)
+
+
+def tiled_hint(case: tuple[Any, ...], value: Any) -> str | None:
+    wm, wn, k = case
+    if not (isinstance(value, (list, tuple)) and len(value) == 3):
+        return f"expected three strings (str of tv_layout_A_tiled, _B_, _C_), got {value!r}"
+    for name, got, want in zip("ABC", value, reference_tiled(*case)):
+        if re.sub(r"\s+", "", str(got)) != want:
+            return (f"tv_layout_{name}_tiled is {got}; is the warp grid ({wm}, {wn}, 1) row-major (warp w at "
+                    f"(w // {wn}, w % {wn})), the atom m16n8k{k}, and the permutation (16 * warps_m, 16 * warps_n, "
+                    f"{k})?")
+    return None
+
+
+def random_tiled_case(rng: random.Random) -> tuple[int, int, int]:
+    return rng.choice([1, 2, 4]), rng.choice([1, 2, 4]), rng.choice(F.MMA_KS)
+
+
+def _judge_tiled(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
+    return tiled_hint(case, value)
+
+
+tiled_mma_for = Check("tiled_mma_for", "tiled_mma_for", lambda: [(2, 2, 16), (1, 4, 8), (4, 1, 16), (2, 1, 8)],
+                      _judge_tiled)
+
+# --------------------------------------------------------------------------- 5.5 and 5.6 Tensor Core GEMMs
+
+VECTOR = 8  # 16-bit elements per 16-byte load: every contiguous extent is a multiple of it
+#: (dtype, arch) of the kernels' PTX checks: both 16-bit types, both archs.
+GEMM_PTX_CASES = [("float16", "sm_80"), ("bfloat16", "sm_80"), ("bfloat16", "sm_90a")]
+
+
+def _ptx_text(code: Any) -> str | None:
+    return code if isinstance(code, str) and ".entry" in code else None
+
+
+def _common_ptx_hint(code: str) -> str | None:
+    from cutecourse.kernels import ptx
+
+    if ptx.count(code, "ld.shared"):
+        return ("the PTX reads shared memory with ld.shared: the operands must reach the registers through "
+                "ldmatrix (cute.copy with the tiled copies made by make_tiled_copy_A/B)")
+    if not ptx.count(code, "bar.sync"):
+        return "no barrier in the mainloop: a warp would read a shared tile another warp has not finished writing"
+    if ptx.guarded(code) == 0:
+        return "no predicated global access: the edge tiles of a ragged matrix would read and write outside it"
+    return None
+
+
+def k8_ptx_hint(code: Any) -> str | None:
+    """5.5: m16n8k8 MMAs only, fed by ldmatrix.x2 only (A's 16 x 8 and B's 16 x 8 per warp are two matrices)."""
+    from cutecourse.kernels import ptx
+
+    code = _ptx_text(code)
+    if code is None:
+        return "expected the PTX text (a str with an .entry)"
+    k8, other = ptx.count(code, "mma.sync.aligned.m16n8k8"), ptx.count(code, "mma.sync") - ptx.count(
+        code, "mma.sync.aligned.m16n8k8")
+    if not k8 or other:
+        return (f"the PTX has {k8} mma.sync.m16n8k8 and {other} other mma.sync; the exercise asks for the "
+                f"m16n8k8 atom only (MmaF16BF16Op(..., (16, 8, 8)))")
+    x2, ldsm = ptx.count(code, "ldmatrix.sync.aligned.m8n8.x2."), ptx.count(code, "ldmatrix")
+    if not x2 or ldsm != x2:
+        return (f"the PTX has {x2} ldmatrix.x2 among {ldsm} ldmatrix; per k-block of 8 a warp's A (16 x 8) and B "
+                f"(16 x 8, N permuted to 16) are two 8 x 8 matrices each: ldmatrix.x2, not x1 or x4")
+    if ptx.count(code, "ldmatrix.sync.aligned.m8n8.x2.trans"):
+        return "ldmatrix.x2.trans in the PTX: both operands are K-major here, so no .trans"
+    return _common_ptx_hint(code)
+
+
+def batched_ptx_hint(code: Any) -> str | None:
+    """5.6: m16n8k16 MMAs fed by ldmatrix.x4 (A) and ldmatrix.x4.trans (B, N-major); the batch from blockIdx.z."""
+    from cutecourse.kernels import ptx
+
+    code = _ptx_text(code)
+    if code is None:
+        return "expected the PTX text (a str with an .entry)"
+    if not ptx.count(code, "mma.sync.aligned.m16n8k16"):
+        return "no mma.sync.m16n8k16 in the PTX: cute.gemm(tiled_mma, ...) must run in the mainloop"
+    plain, trans = ptx.count(code, "ldmatrix.sync.aligned.m8n8.x4.shared"), ptx.count(
+        code, "ldmatrix.sync.aligned.m8n8.x4.trans")
+    if not plain or not trans:
+        return (f"the PTX has {plain} ldmatrix.x4 and {trans} ldmatrix.x4.trans; A is K-major (no .trans), B is "
+                f"N-major: its 16-byte rows run along N, so the copy must transpose them (.trans)")
+    if "%ctaid.z" not in code:
+        return ("the kernel never reads blockIdx.z: each CTA must slice its batch (the L mode) with "
+                "cute.arch.block_idx()'s third coordinate")
+    return _common_ptx_hint(code)
+
+
+def gemm_ptx_case(dtype: str, arch: str, batched: bool) -> tuple[Any, ...]:
+    """A PTX case: the arch, then CPU stand-ins of A, B (in `dtype`) and C (fp32), batched or not."""
+    import numpy as np
+
+    if batched:
+        shapes = ((2, 64, 96), (2, 96, 64), (2, 64, 64))
+    else:
+        shapes = ((64, 96), (64, 96), (64, 64))
+    return (arch, *(sandbox.tensor(np.zeros(s, np.float32), d, "cpu") for s, d in zip(shapes, (dtype, dtype,
+                                                                                            "float32"))))
+
+
+def gemm_cases(seed: int, shapes: list[tuple[int, int, int, int]], dtype: str, batched: bool) -> list[tuple[Any, ...]]:
+    """(A, B, poisoned C) per (L, M, N, K): A (M, K), B (N, K), C (M, N) for 5.5; A (L, M, K), B (L, K, N),
+    C (L, M, N) for 5.6. Random normal inputs, rounded to `dtype` in the learner's process."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    cases = []
+    for batch, m, n, k in shapes:
+        if batched:
+            a, b, c = rng.standard_normal((batch, m, k)), rng.standard_normal((batch, k, n)), (batch, m, n)
+        else:
+            a, b, c = rng.standard_normal((m, k)), rng.standard_normal((n, k)), (m, n)
+        cases.append((sandbox.tensor(a.astype(np.float32), dtype), sandbox.tensor(b.astype(np.float32), dtype),
+                      sandbox.poisoned(c, "float32")))
+    return cases
+
+
+def gemm_hint(case: tuple[Any, ...], out: Any, batched: bool) -> str | None:
+    """`out` against the float64 product of the inputs as the learner's process held them, within the course
+    launcher's bounds for an fp32 C (cutecourse.kernels.gemm_launch.BOUNDS)."""
+    import numpy as np
+
+    from cutecourse.kernels.gemm_launch import BOUNDS
+
+    a, b = input_of(case), input_of(case[1:])
+    ref = a @ b if batched else a @ b.T
+    got = np.asarray(out, dtype=np.float64)
+    if got.shape != ref.shape:
+        return f"C has shape {got.shape}, expected {ref.shape}"
+    unwritten = int(np.isnan(got).sum())
+    if unwritten:
+        first = ", ".join(str(int(i)) for i in np.argwhere(np.isnan(got))[0])
+        return (f"{unwritten} of {got.size} outputs were never written (the first is C[{first}]): is every tile in "
+                f"the grid, and is the epilogue's predicate right?")
+    frobenius, elementwise = BOUNDS["float32"]
+    rel = relative_error(got, ref)
+    rms = max(float(np.linalg.norm(ref)) / max(ref.size, 1) ** 0.5, 1e-300)
+    worst = float(np.abs(got - ref).max()) / rms
+    if rel > frobenius or worst > elementwise:
+        return (f"relative error {rel:.2e} (bound {frobenius:.0e}), worst element {worst:.2e}·rms (bound "
+                f"{elementwise:.0e}): some products are missing or counted twice (the K tail? an ldmatrix that "
+                f"loads the wrong matrices?)")
+    return None
+
+
+def _judge_k8_ptx(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
+    return k8_ptx_hint(value)
+
+
+def _judge_batched_ptx(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
+    return batched_ptx_hint(value)
+
+
+def _judge_gemm(batched: bool) -> Any:
+    def judge(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
+        (out,) = outputs
+        return gemm_hint(case, out, batched)
+
+    return judge
+
+
+K8_SHAPES = [(1, 64, 64, 32), (1, 100, 72, 40), (1, 7, 8, 8), (1, 130, 136, 264)]
+BATCHED_SHAPES = [(2, 64, 64, 32), (3, 50, 40, 48), (1, 129, 72, 24)]
+
+k8_ptx = Check("k8_ptx", "tc_host", lambda: [gemm_ptx_case(d, a, False) for d, a in GEMM_PTX_CASES], _judge_k8_ptx,
+               via="ptx", options=(("vector", VECTOR),))
+k8_gemm = Check("k8_gemm", "tc_host", lambda: gemm_cases(505, K8_SHAPES, "bfloat16", False), _judge_gemm(False),
+                gpu=80, via="launch", options=(("vector", VECTOR),))
+bgemm_ptx = Check("bgemm_ptx", "batched_host", lambda: [gemm_ptx_case(d, a, True) for d, a in GEMM_PTX_CASES],
+                  _judge_batched_ptx, via="ptx", options=(("vector", VECTOR),))
+bgemm = Check("bgemm", "batched_host", lambda: gemm_cases(506, BATCHED_SHAPES, "float16", True), _judge_gemm(True),
+              gpu=80, via="launch", options=(("vector", VECTOR),))
