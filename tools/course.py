@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import platform
 import shlex
@@ -110,8 +111,22 @@ def setup(dry_run: bool = False) -> Path:
     return python
 
 
+#: JupyterLab's defaults for this environment (its overrides.json): no news prompt, no update check. news_url=None
+#: alone still leaves the "fetch news?" notification covering the first outputs.
+LAB_OVERRIDES = {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false", "checkForUpdates": False}}
+
+
+def quiet_lab(venv: Path = VENV) -> Path:
+    """Write the environment's JupyterLab overrides (LAB_OVERRIDES); returns the file."""
+    path = venv / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(LAB_OVERRIDES, indent=1) + "\n")
+    return path
+
+
 def lab(extra: list[str]) -> int:
     setup()
+    quiet_lab()
     root = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
     return _run([venv_script("jupyter"), "lab", *LAB_OPTIONS, *root, *extra], dry_run=False)
 

@@ -45,6 +45,10 @@ def test_make_lab_serves_jupyterlab(tmp_path):
         config = json.loads(re.search(r'<script id="jupyter-config-data" type="application/json">(.*?)</script>',
                                       html, re.DOTALL).group(1))
         assert config["news"] == {"disabled": True}, config.get("news")
+        # ... and the "fetch news?" notification is answered by the environment's overrides.
+        url = f"http://127.0.0.1:{port}/lab/api/settings/@jupyterlab/apputils-extension:notification?token={token}"
+        with urllib.request.urlopen(url, timeout=30) as page:
+            assert json.load(page)["schema"]["properties"]["fetchNews"]["default"] == "false"
         # The server's root is notebooks/: the contents API lists it, not the repository root.
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/contents?token={token}", timeout=30) as page:
             names = {item["name"] for item in json.load(page)["content"]}

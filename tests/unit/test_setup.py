@@ -83,3 +83,12 @@ def test_another_interpreter_skips_the_set_up():
 
 def test_jupyterlab_opens_on_the_lessons_without_its_news_prompt():
     assert "--LabApp.news_url=None" in course.LAB_OPTIONS and "--ServerApp.root_dir=notebooks" in course.LAB_OPTIONS
+
+
+def test_make_lab_turns_jupyterlabs_news_prompt_off_in_the_environment(tmp_path):
+    import json
+
+    path = course.quiet_lab(tmp_path / "venv")
+    assert path == tmp_path / "venv" / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
+    settings = json.loads(path.read_text())["@jupyterlab/apputils-extension:notification"]
+    assert settings == {"fetchNews": "false", "checkForUpdates": False}
