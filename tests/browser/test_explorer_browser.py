@@ -128,9 +128,17 @@ def cell_count(page) -> int:
 def run_all_cells(page, lab: str) -> None:
     page.goto(lab)
     page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status=idle]")  # keys sent earlier are lost
-    page.click(".jp-CodeCell .jp-InputArea-editor")
-    page.click("li.lm-MenuBar-item:has-text('Run')")
-    page.click("li.lm-Menu-item:has-text('Run All Cells')")
+    # On a loaded machine the first "Run All" can reach a kernel that is not listening yet and run nothing: try again.
+    for attempt in range(3):
+        page.click(".jp-CodeCell .jp-InputArea-editor")
+        page.click("li.lm-MenuBar-item:has-text('Run')")
+        page.click("li.lm-Menu-item:has-text('Run All Cells')")
+        try:
+            page.wait_for_selector(".jp-InputPrompt:has-text('[1]')", timeout=30_000)
+            break
+        except Exception:  # noqa: BLE001 - playwright's TimeoutError; the last try's failure is the next wait's
+            if attempt == 2:
+                raise
     for explorer in (EXPLORER, ROOFLINE, DIVIDE):
         page.wait_for_selector(f"{explorer} .cc-picture svg")
 
