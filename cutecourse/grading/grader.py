@@ -190,10 +190,10 @@ def forbidden(master: dict[str, Any]) -> dict[str, list[str]]:
     return found
 
 
-def merged_notebook(master: dict[str, Any], sub: dict[str, Any], gpu: bool, exercise: str | None = None
-                    ) -> dict[str, Any]:
+def merged_notebook(master: dict[str, Any], sub: dict[str, Any], gpu: bool,
+                    exercises: frozenset[str] | None = None) -> dict[str, Any]:
     """The master with the learner's answers in it, for nbval: the check cells run the checks' stand-in, whose
-    records the grader judges, so their output is not compared; GPU cells skip without a GPU; with `exercise`, the
+    records the grader judges, so their output is not compared; GPU cells skip without a GPU; with `exercises`, the
     answer and check cells of other exercises skip."""
     nb = nbio.clone(master)
     answers = nbio.answers(sub)
@@ -209,7 +209,7 @@ def merged_notebook(master: dict[str, Any], sub: dict[str, Any], gpu: bool, exer
         if "gpu" in cell_tags and not gpu:
             cell_tags.add("nbval-skip")
         other = nbio.meta(cell).get("exercise")
-        if exercise is not None and other is not None and str(other) != exercise:
+        if exercises is not None and other is not None and str(other) not in exercises:
             cell_tags.add("nbval-skip")
         cell.setdefault("metadata", {})["tags"] = sorted(cell_tags)
     return nb
@@ -292,11 +292,11 @@ class Grade:
     gpu: bool
     timeout: float
     deadline: float
-    exercise: str | None
+    exercises: frozenset[str] | None  # None: all of them
     work: Path
 
     def wanted(self, exercise: str) -> bool:
-        return self.exercise is None or exercise == self.exercise
+        return self.exercises is None or exercise in self.exercises
 
     def call_timeout(self) -> float:
         return max(0.1, min(self.timeout, self.deadline - time.monotonic()))
@@ -310,7 +310,7 @@ def check_cells(g: Grade) -> list[tuple[int, dict[str, Any]]]:
 def run_nbval(g: Grade) -> tuple[dict[int, tuple[str, str]], dict[str, str]]:
     """(nbval's status and message per check-cell index, the judged line per check name from the kernel's records)."""
     path = g.work / "merged.ipynb"
-    nbio.dump(merged_notebook(g.master, g.sub, g.gpu, g.exercise), path)
+    nbio.dump(merged_notebook(g.master, g.sub, g.gpu, g.exercises), path)
     scratch, runtime = g.walls.scratch("kernel"), g.walls.scratch("kernel-sockets")
     records = scratch / "records"
     records.mkdir()
@@ -461,8 +461,8 @@ def grade_hidden(g: Grade) -> list[TestResult]:
     cmd = [sys.executable, "-m", "pytest", str(g.course.hidden / f"test_{g.lesson}.py"), "-p",
            "cutecourse.grading.plugin", "--noconftest", "-p", "no:nbval", "-p", "no:cacheprovider", "-o", "addopts=",
            "-q", f"--junitxml={xml}", f"--rootdir={g.course.hidden}"]
-    if g.exercise:
-        cmd.append(f"--cutecourse-exercise={g.exercise}")
+    if g.exercises is not None:
+        cmd.append(f"--cutecourse-exercise={','.join(sorted(g.exercises))}")
     finished = _run(cmd, g.deadline, cwd=g.work, env=run_env)
     outcomes = {case.get("name"): _outcome(case) for case in _junit(xml)}
     results = []
@@ -494,35 +494,39 @@ def fingerprint(course: Course) -> dict[str, tuple[int, int]]:
 
 
 def grade(submission: str | Path, course: Course, nbval: bool = True, hidden: bool = True,
-          timeout: float = sandbox.DEFAULT_TIMEOUT_S, *, lesson: str | None = None, exercise: str | None = None,
+          timeout: float = sandbox.DEFAULT_TIMEOUT_S, *, lesson: str | None = None,
+          exercise: str | list[str] | set[str] | None = None,
           isolation_kind: str = "auto", limits: isolation.Limits | None = None,
           gpu_elsewhere: bool = False) -> Report:
     """Grade one submission; never raises for a bad submission: the report says what went wrong.
 
     `timeout` bounds each test (a call into the learner's code, or a notebook cell), and the whole grade is bounded by
-    `timeout` × the number of tests. `exercise` grades one exercise only. `gpu_elsewhere`: GPU tests this machine
-    cannot run are left out of the maximum (another grader awards them)."""
+    `timeout` × the number of tests. `exercise` grades one exercise only (or those of a list). `gpu_elsewhere`: GPU
+    tests this machine cannot run are left out of the maximum (another grader awards them)."""
     submission = Path(submission)
     try:
         lesson = lesson_of(submission, course, lesson)
     except ValueError as exc:
         return Report(str(submission), lesson or "?", [TestResult("submission", "?", 1, FAILED, str(exc))])
     points = exercise_points(course, lesson)
-    if exercise is not None and exercise not in points:
-        return Report(str(submission), lesson, [TestResult("submission", exercise, 1, FAILED,
-                                                           f"--exercise {exercise}: no such exercise in {lesson}")])
+    exercises = None if exercise is None else frozenset([exercise] if isinstance(exercise, str) else exercise)
+    unknown = sorted(exercises - set(points)) if exercises is not None else []
+    if unknown:
+        return Report(str(submission), lesson, [TestResult("submission", unknown[0], 1, FAILED,
+                                                           f"--exercise {unknown[0]}: no such exercise in {lesson}; "
+                                                           f"it has {', '.join(points)}")])
     try:
         sub = nbio.load_submission(submission)
     except ValueError as exc:  # every point of the lesson (or the exercise) is lost, none disappears
         return Report(str(submission), lesson, [TestResult(f"exercise {e}: submission", e, most, FAILED, str(exc))
-                                                for e, most in points.items() if exercise in (None, e)])
+                                                for e, most in points.items() if exercises is None or e in exercises])
     master = nbio.load(course.master(lesson))
     gpu = env.gpu_missing(80) is None
     walls_kind = isolation.choose(isolation_kind, course.deny(), course.read_only())
     report = Report(str(submission), lesson, isolation=walls_kind.detail)
-    wanted = [t for t in hidden_tests(course, lesson) if exercise is None or t.exercise == exercise] if hidden else []
-    n_checks = sum(1 for c in nbio.checks(master) if exercise is None
-                   or str(nbio.meta(c).get("exercise")) == exercise) if nbval else 0
+    wanted = [t for t in hidden_tests(course, lesson) if exercises is None or t.exercise in exercises] if hidden else []
+    n_checks = sum(1 for c in nbio.checks(master) if exercises is None
+                   or str(nbio.meta(c).get("exercise")) in exercises) if nbval else 0
     budget = timeout * max(1, n_checks + len(wanted))
     report.notes.append(f"isolation: {walls_kind.detail}")
     report.notes.append(f"time limit: {timeout:g} s per test, {budget:g} s for the grade ({n_checks + len(wanted)} "
@@ -531,7 +535,7 @@ def grade(submission: str | Path, course: Course, nbval: bool = True, hidden: bo
     limits = limits or isolation.Limits(memory_mb=plugin.GPU_MEMORY_MB if gpu else plugin.CPU_MEMORY_MB)
     with tempfile.TemporaryDirectory(prefix="cutecourse-grade-") as work, \
             isolation.Walls(walls_kind, limits, gpu, PACKAGE_DIR, Path(work) / "walls") as walls:
-        g = Grade(course, lesson, master, sub, walls, gpu, timeout, time.monotonic() + budget, exercise, Path(work))
+        g = Grade(course, lesson, master, sub, walls, gpu, timeout, time.monotonic() + budget, exercises, Path(work))
         with ThreadPoolExecutor(max_workers=2) as pool:
             # The two halves wait on their own subprocesses, so they run side by side.
             hidden_part = pool.submit(grade_hidden, g) if hidden else None

@@ -27,7 +27,8 @@ GPU_MEMORY_MB = 32768
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--cutecourse-exercise", default=None, help="run only the hidden tests of this exercise")
+    parser.addoption("--cutecourse-exercise", default=None,
+                     help="run only the hidden tests of these exercises (comma-separated ids)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -73,10 +74,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def _only_exercise(config: pytest.Config, items: list[pytest.Item]) -> None:
     """With --cutecourse-exercise, deselect every test of another exercise."""
-    wanted = config.getoption("--cutecourse-exercise", None)
-    if wanted is None:
+    option = config.getoption("--cutecourse-exercise", None)
+    if option is None:
         return
-    keep = [i for i in items if (m := i.get_closest_marker("exercise")) is not None and str(m.args[0]) == wanted]
+    wanted = set(option.split(","))
+    keep = [i for i in items if (m := i.get_closest_marker("exercise")) is not None and str(m.args[0]) in wanted]
     config.hook.pytest_deselected(items=[i for i in items if i not in keep])
     items[:] = keep
 

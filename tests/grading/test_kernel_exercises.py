@@ -84,7 +84,7 @@ def test_the_checks_refuse_a_host_that_is_not_a_jit_function(capsys):
 
 def test_the_solutions_score_exactly_their_points_here(tmp_path):
     for lesson, exercise, answer in ((L3, "3.2", SOLUTION_3_2), (L4, "4.2", SOLUTION_4_2)):
-        report = grade_lesson(tmp_path, lesson, {exercise: answer}, timeout=300)
+        report = grade_lesson(tmp_path, lesson, {exercise: answer}, timeout=300, exercises={exercise})
         # A PTX check and a PTX hidden test on any machine; a GPU check and the 3-point GPU test on a GPU.
         assert report.exercises()[exercise] == ((6.0 if GPU else 2.0), 6.0), reports.summary(report)
 
@@ -114,14 +114,14 @@ def cast_host(mA: cute.Tensor, mB: cute.Tensor, stream):
     cast_host_any(mA, mB, stream, 4)
 '''
     for lesson, exercise, answer in ((L3, "3.2", naive), (L4, "4.2", copy)):
-        report = grade_lesson(tmp_path, lesson, {exercise: answer}, timeout=300)
+        report = grade_lesson(tmp_path, lesson, {exercise: answer}, timeout=300, exercises={exercise})
         assert report.exercises()[exercise][0] == 0, reports.summary(report)
 
 
 def test_every_cpu_check_and_hidden_test_fails_the_wrong_kernels(tmp_path):
-    report = grade_lesson(tmp_path, L3, {"3.2": TRANSPOSE_UNSYNCED}, timeout=300)
+    report = grade_lesson(tmp_path, L3, {"3.2": TRANSPOSE_UNSYNCED}, timeout=300, exercises={"3.2"})
     assert_failed(report, ["batched_transpose_ptx_for_every_dtype_and_arch"], ["batched_ptx"])
-    report = grade_lesson(tmp_path, L4, {"4.2": CAST_SCALAR}, timeout=300)
+    report = grade_lesson(tmp_path, L4, {"4.2": CAST_SCALAR}, timeout=300, exercises={"4.2"})
     assert_failed(report, ["cast_ptx_for_both_dtypes_and_archs"], ["cast_ptx"])
 
 
@@ -131,7 +131,7 @@ def test_on_a_gpu_a_kernel_that_loses_the_last_column_keeps_only_its_ptx_points(
             (L3, "3.2", TRANSPOSE_LAST_COLUMN_LOST, "batched_transpose_on_random_batches_and_dtypes",
              "transpose_batched"),
             (L4, "4.2", CAST_LAST_VECTOR_LOST, "cast_on_random_shapes_and_dtypes", "cast_copy")):
-        report = grade_lesson(tmp_path, lesson, {exercise: answer}, timeout=300)
+        report = grade_lesson(tmp_path, lesson, {exercise: answer}, timeout=300, exercises={exercise})
         assert_failed(report, [hidden], [check])
         assert report.exercises()[exercise] == (2.0, 6.0), reports.summary(report)
         assert "never written" in next(t.output for t in report.tests if t.name == f"hidden test_{hidden}")
@@ -139,7 +139,8 @@ def test_on_a_gpu_a_kernel_that_loses_the_last_column_keeps_only_its_ptx_points(
 
 @pytest.mark.gpu(80)
 def test_on_a_gpu_a_kernel_without_predicate_fails_and_the_grader_survives(tmp_path):
-    report = grade_lesson(tmp_path, L3, {"3.2": TRANSPOSE_UNGUARDED, "3.1": lesson_solution(L3, "3.1")}, timeout=300)
+    report = grade_lesson(tmp_path, L3, {"3.2": TRANSPOSE_UNGUARDED, "3.1": lesson_solution(L3, "3.1")}, timeout=300,
+                          exercises={"3.1", "3.2"})
     state = statuses(report)
     assert state["hidden test_batched_transpose_on_random_batches_and_dtypes"] == grader.FAILED
     assert report.exercises()["3.1"] == (3.0, 3.0), reports.summary(report)
