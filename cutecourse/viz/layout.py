@@ -109,7 +109,7 @@ def draw_tv(c: Canvas, x0: float, y0: float, layout_tv: Layout, mn: tuple[IntTup
 
     A mode of ``mn`` given as a shape, e.g. ``((8, 2), 16)``, is drawn with its groups apart (every 8 rows here).
     ``lane``: that thread's cells stay bright and every other thread's fade; ``mark``: the ``(m, n)`` cell gets a
-    thick outline."""
+    thick outline, and stays bright."""
     M, N = product(mn[0]), product(mn[1])
     if layout_tv.rank != 2:
         raise ValueError(f"{fn}: layout_tv must have rank 2, (thread, value) -> offset, got {layout_tv}")
@@ -130,7 +130,7 @@ def draw_tv(c: Canvas, x0: float, y0: float, layout_tv: Layout, mn: tuple[IntTup
         t, v = tv
         return Cell(f"T{t} V{v}", thread_colour(t), f"({m},{n}) ← T{t} V{v}",
                     {"crd": f"({m},{n})", "t": str(t), "v": str(v)}, strong=(m, n) == mark,
-                    faded=lane is not None and t != lane)
+                    faded=lane is not None and t != lane and (m, n) != mark)
 
     draw_grid(c, x0, y0, mn[1] if transpose else mn[0], mn[0] if transpose else mn[1], cw, ch, cell, font=font)
 

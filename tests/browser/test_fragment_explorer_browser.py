@@ -71,10 +71,17 @@ MEASURE = """(explorer) => {
 #: The threads of the picture's bright (not faded) cells, and the outlined cell.
 LIT = """(svg) => {
   const cells = [...document.querySelector(svg).querySelectorAll('g.cell')];
-  return {threads: [...new Set(cells.filter(g => !g.hasAttribute('opacity')).map(g => g.dataset.t))],
+  return {threads: [...new Set(cells.filter(g => !g.hasAttribute('opacity')).map(g => g.dataset.t))]
+            .sort((a, b) => a - b),
           lit: cells.filter(g => !g.hasAttribute('opacity')).length,
           strong: cells.filter(g => g.classList.contains('strong')).map(g => g.dataset.crd)};
 }"""
+
+
+def wait_for_picture(page, want: dict) -> None:
+    """Until the picture is `want` (LIT's answer): it arrives after the readout, in a message of its own."""
+    expected = json.dumps(json.dumps(want, separators=(",", ":")))  # as JSON.stringify writes it, quoted for JS
+    page.wait_for_function(f"JSON.stringify(({LIT})({PICTURE!r})) === {expected}", timeout=60_000)
 
 
 def readout(page) -> list[str]:
@@ -113,8 +120,8 @@ def test_the_fragment_explorer_redraws_for_a_lane_an_instruction_and_a_cell(sync
                 page.keyboard.press("ArrowRight")
             page.wait_for_function(f"document.querySelector('{EXPLORER} .cc-readout').innerText.startsWith('lane 5 ')",
                                    timeout=60_000)
+            wait_for_picture(page, {"threads": ["5"], "lit": 8, "strong": []})
             assert page.inner_html(f"{EXPLORER} .cc-picture") != before
-            assert page.evaluate(LIT, PICTURE) == {"threads": ["5"], "lit": 8, "strong": []}
             assert "a0 a1 = A[1][2], A[1][3] · a2 a3 = A[9][2], A[9][3]" in readout(page)[1]  # seed 000's thread 5
             assert_whole(page)
             page.locator(EXPLORER).screenshot(path=str(shots / "fragment_explorer_1400.png"))
@@ -130,7 +137,7 @@ def test_the_fragment_explorer_redraws_for_a_lane_an_instruction_and_a_cell(sync
                 "d0 = C[1][2] · d1 = C[1][3] · d2 = C[9][2] · d3 = C[9][3] · d4 = C[1][10] · d5 = C[1][11] · "
                 "d6 = C[9][10] · d7 = C[9][11]",
                 "C[17][10] is held by thread 37 (warp 1, lane 5) as d4"]
-            assert page.evaluate(LIT, PICTURE) == {"threads": ["5"], "lit": 8, "strong": ["(17,10)"]}
+            wait_for_picture(page, {"threads": ["5", "37"], "lit": 9, "strong": ["(17,10)"]})  # the cell stays bright
             assert page.inner_text(f"{EXPLORER} .widget-hslider .widget-label") == "Thread:"
             assert_whole(page)
             page.locator(EXPLORER).screenshot(path=str(shots / "fragment_explorer_wgmma_1400.png"))
