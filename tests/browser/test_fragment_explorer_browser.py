@@ -11,12 +11,11 @@ pytest's tmp dir, and so does one of any failure.
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
 from .test_explorer_browser import (  # noqa: F401 - sync_api is a fixture
-    CHROMIUM, FLAGS, MIN_TRACK_PX, free_port, outside, screenshot_dir, start_lab, stop, sync_api, wait_for_server,
+    CHROMIUM, FLAGS, MIN_TRACK_PX, outside, screenshot_dir, serving, sync_api,
 )
 
 pytestmark = pytest.mark.browser
@@ -35,17 +34,10 @@ NOTEBOOK = {"cells": [{"cell_type": "code", "execution_count": None, "id": "f0a1
 
 @pytest.fixture
 def lab(tmp_path, sync_api):
-    root, home = tmp_path / "root", tmp_path / "home"
-    root.mkdir()
-    home.mkdir()
-    (root / "fragments.ipynb").write_text(json.dumps(NOTEBOOK))
-    port, token = free_port(), os.urandom(12).hex()
-    proc = start_lab(root, home, port, token)
-    try:
-        wait_for_server(proc, port, token, home)
-        yield f"http://127.0.0.1:{port}/lab/tree/fragments.ipynb?token={token}"
-    finally:
-        stop(proc)
+    notebook = tmp_path / "fragments.ipynb"
+    notebook.write_text(json.dumps(NOTEBOOK))
+    with serving(tmp_path, notebook) as url:
+        yield url
 
 
 #: The controls' widths and whether each lies inside the explorer, the slider's track, and the readout's text box.
