@@ -102,10 +102,15 @@ def _tile(tiler_mn: Any, fn: str) -> tuple[int, int]:
                      f"returns (tiler_mn, layout_tv), so call tv_layout(layout_tv, tiler_mn)")
 
 
-def draw_tv(c: Canvas, x0: float, y0: float, layout_tv: Layout, mn: tuple[int, int], cw: float, ch: float,
-            fn: str, transpose: bool = False, font: float = 9) -> None:
-    """Draw the ``T<t> V<v>`` cells of ``layout_tv`` over an ``mn`` tile (``transpose``: N down, M across)."""
-    M, N = mn
+def draw_tv(c: Canvas, x0: float, y0: float, layout_tv: Layout, mn: tuple[IntTuple, IntTuple], cw: float, ch: float,
+            fn: str, transpose: bool = False, font: float = 9, lane: Optional[int] = None,
+            mark: Optional[tuple[int, int]] = None) -> None:
+    """Draw the ``T<t> V<v>`` cells of ``layout_tv`` over an ``mn`` tile (``transpose``: N down, M across).
+
+    A mode of ``mn`` given as a shape, e.g. ``((8, 2), 16)``, is drawn with its groups apart (every 8 rows here).
+    ``lane``: that thread's cells stay bright and every other thread's fade; ``mark``: the ``(m, n)`` cell gets a
+    thick outline, and stays bright."""
+    M, N = product(mn[0]), product(mn[1])
     if layout_tv.rank != 2:
         raise ValueError(f"{fn}: layout_tv must have rank 2, (thread, value) -> offset, got {layout_tv}")
     owner: dict[int, tuple[int, int]] = {}
@@ -124,9 +129,10 @@ def draw_tv(c: Canvas, x0: float, y0: float, layout_tv: Layout, mn: tuple[int, i
             return None
         t, v = tv
         return Cell(f"T{t} V{v}", thread_colour(t), f"({m},{n}) ← T{t} V{v}",
-                    {"crd": f"({m},{n})", "t": str(t), "v": str(v)})
+                    {"crd": f"({m},{n})", "t": str(t), "v": str(v)}, strong=(m, n) == mark,
+                    faded=lane is not None and t != lane and (m, n) != mark)
 
-    draw_grid(c, x0, y0, N if transpose else M, M if transpose else N, cw, ch, cell, font=font)
+    draw_grid(c, x0, y0, mn[1] if transpose else mn[0], mn[0] if transpose else mn[1], cw, ch, cell, font=font)
 
 
 def tv_layout(layout_tv: LayoutLike, tiler_mn: Any, title: Optional[str] = None) -> Picture:

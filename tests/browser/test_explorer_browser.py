@@ -9,6 +9,7 @@ always, and any failure; into CUTECOURSE_SCREENSHOTS when it names a folder, els
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -18,6 +19,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -100,19 +102,26 @@ def sync_api():
     return pytest.importorskip("playwright.sync_api")
 
 
-@pytest.fixture
-def lab(tmp_path, sync_api):
+@contextlib.contextmanager
+def serving(tmp_path: Path, notebook: Path) -> Iterator[str]:
+    """A JupyterLab whose root holds a copy of `notebook`; yields the notebook's URL, stops the server after."""
     root, home = tmp_path / "root", tmp_path / "home"
     root.mkdir()
     home.mkdir()
-    shutil.copy(HERE / "demo_explorer.ipynb", root / "demo_explorer.ipynb")
+    shutil.copy(notebook, root / notebook.name)
     port, token = free_port(), os.urandom(12).hex()
     proc = start_lab(root, home, port, token)
     try:
         wait_for_server(proc, port, token, home)
-        yield f"http://127.0.0.1:{port}/lab/tree/demo_explorer.ipynb?token={token}"
+        yield f"http://127.0.0.1:{port}/lab/tree/{notebook.name}?token={token}"
     finally:
         stop(proc)
+
+
+@pytest.fixture
+def lab(tmp_path, sync_api):
+    with serving(tmp_path, HERE / "demo_explorer.ipynb") as url:
+        yield url
 
 
 def screenshot_dir(tmp_path: Path) -> Path:

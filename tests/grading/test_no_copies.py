@@ -2,7 +2,11 @@
 
 - no solution's code appears in the lesson notebook (its cells, their outputs, its markdown) or in the package
   `cutecourse/`, compared token by token with whitespace, comments and strings ignored and names consistently
-  renamed, so that a renamed or reformatted copy is found too;
+  renamed, so that a renamed or reformatted copy is found too. An answer in several regions (a kernel exercise: the
+  partitions, the mainloop, the host's atoms) has every region compared; a region may be an idiom the package's
+  own kernels share (``thr_copy.partition_S(sA)``, ``thr_copy.retile(tCrA)``) only where another region of the
+  same answer, found nowhere, holds the variant the exercise asks for, so that the answer cannot be assembled from
+  what the learner can read;
 - the code the lesson shows nearest to an answer, submitted as that answer, fails the exercise's hidden tests.
 """
 
@@ -84,12 +88,12 @@ def copied(region: str, text: str) -> bool:
     return len(mine) >= 3 and len(mine & lines(text)) >= 0.6 * len(mine)
 
 
-def solution_regions(lesson: str) -> dict[str, str]:
-    """Each exercise's answer: the code between its solution markers."""
+def solution_regions(lesson: str) -> dict[str, list[str]]:
+    """Each exercise's answer: the code between each pair of its solution markers."""
     out = {}
     for exercise, cell in nbio.answers(nbio.load(ROOT / "solutions" / f"{lesson}.ipynb")).items():
         text = nbio.source(cell)
-        out[exercise] = text[text.index(nbio.BEGIN) + len(nbio.BEGIN):text.index(nbio.END)]
+        out[exercise] = [part[:part.index(nbio.END)] for part in text.split(nbio.BEGIN)[1:]]
     return out
 
 
@@ -109,19 +113,38 @@ def package_sources() -> dict[str, str]:
     return {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8") for p in sorted((ROOT / "cutecourse").rglob("*.py"))}
 
 
+def copied_from(regions: list[str], texts: dict[str, str]) -> list[str]:
+    """Where an answer made of `regions` can be copied from: the texts that hold its regions when every region is in
+    one of them (none when a region, the exercise's variant, is in none). Its part found nowhere must be long enough
+    to compare (20 tokens)."""
+    where = [[name for name, text in texts.items() if copied(region, text)] for region in regions]
+    own = [region for region, seen in zip(regions, where) if not seen]  # what only the answer has
+    if not own:
+        return sorted({name for seen in where for name in seen})
+    assert sum(len(tokens(r)) for r in own) >= 20, f"the part found nowhere is too short to compare (rest: {where})"
+    return []
+
+
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_no_solution_appears_in_the_lesson_or_the_package(lesson, package_sources):
-    found = []
-    for exercise, region in solution_regions(lesson).items():
-        assert len(tokens(region)) >= 20, f"{lesson} {exercise}: the solution is too short to compare"
-        found += [f"{exercise}: lesson cell/output {i}" for i, text in enumerate(notebook_texts(lesson))
-                  if copied(region, text)]
-        found += [f"{exercise}: {path}" for path, text in package_sources.items() if copied(region, text)]
+    texts = {f"lesson cell/output {i}": text for i, text in enumerate(notebook_texts(lesson))} | package_sources
+    found = [f"{exercise}: {name}" for exercise, regions in solution_regions(lesson).items()
+             for name in copied_from(regions, texts)]
     assert found == [], f"{lesson}: solutions copied in {found}"
 
 
+def test_a_kernel_answer_is_copied_only_when_every_region_is_somewhere(package_sources):
+    """5.5's partitions and mainloop are the package's step 3 idiom; its host's atoms (m16n8k8, ldmatrix.x2) are not:
+    add those to a text the learner reads and the whole answer is found."""
+    regions = solution_regions("05_tiled_mma")["5.5"]
+    assert len(regions) == 3 and copied_from(regions, package_sources) == []
+    assert copied_from(regions[:2], package_sources), "the idiom regions are no longer in the package; reword this test"
+    leaked = dict(package_sources, leak="def tc_host(mA, mB, mC, stream):\n" + regions[2])
+    assert "leak" in copied_from(regions, leaked)
+
+
 def test_a_renamed_reformatted_copy_is_found_and_a_different_algorithm_is_not():
-    region = solution_regions("01_gpu_hierarchy_tensor_cores")["1.4"]
+    (region,) = solution_regions("01_gpu_hierarchy_tensor_cores")["1.4"]
     renamed = region.replace("tiles", "t_count").replace("per_wave", "slots").replace("waves", "rounds")
     reformatted = "x = 1\n" + renamed.replace("    ", "  ").replace(" * ", "*") + "\n# done\n"
     assert occurs(tokens(region), tokens(reformatted))
@@ -181,6 +204,24 @@ def tv_owner(dtype_bits, thr_shape, thr_order, values_m, m, n):
     return next((t, v) for t in range(L.size(tv[0])) for v in range(L.size(tv[1])) if tv((t, v)) == m + n * tiler_mn[0])
 """),
     },
+    "05_tiled_mma": {
+        "5.4": (["tiled = cute.make_tiled_mma(op, cute.make_layout((2, 2, 1)), permutation_mnk=(32, 32, 16))"], """
+import cutlass
+import cutlass.cute as cute
+
+@cute.jit
+def _tiled_jit(warps_m: cutlass.Constexpr, warps_n: cutlass.Constexpr, k: cutlass.Constexpr, out: cutlass.Constexpr):
+    op = cute.nvgpu.warp.MmaF16BF16Op(cutlass.Float16, cutlass.Float32, (16, 8, k))
+    tiled = cute.make_tiled_mma(op, cute.make_layout((warps_m, warps_n, 1)),
+                                permutation_mnk=(16 * warps_m, 16 * warps_n, k))
+    out.extend([str(tiled.tv_layout_A_tiled), str(tiled.tv_layout_B_tiled), str(tiled.tv_layout_C_tiled)])
+
+def tiled_mma_for(warps_m, warps_n, k):
+    out = []
+    _tiled_jit(warps_m, warps_n, k, out)
+    return tuple(out)
+"""),
+    },
 }
 
 
@@ -206,6 +247,8 @@ def test_every_lesson_has_printed_code_or_says_why():
     """Every lesson is in PRINTED. The exercises missing there: 1.1 and 1.3, where the lesson only calls cutecourse.hw;
     2.1-2.3 and 2.5, where it calls the eager algebra; 3.1, where it calls the DSL's local_partition (each lesson's
     grading test submits such calls and expects 0); 3.2 and 4.2, the kernels the lesson no longer prints; 4.3, whose
-    answer the lesson does not compute."""
+    answer the lesson does not compute; 5.1-5.3, where the lesson calls cutecourse.fragments (test_lesson_05 submits
+    such calls and expects 0); 5.5 and 5.6, the kernels: test_lesson_05 submits what the lesson prints of step 3 as
+    those answers, and they earn no kernel points."""
     assert sorted(PRINTED) == LESSONS
 

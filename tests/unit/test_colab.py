@@ -137,6 +137,8 @@ def colab(tmp_path_factory):
              code("import ipywidgets\nfrom cutecourse.viz import widgets\nex = widgets.layout_explorer('(4,8)', '(8,1)')\n"
                   "ex.controls['shape'].value = '(2,3)'\n"
                   "print(ipywidgets.__version__, ex.picture.value.count('class=\"cell\"'), repr(ex.message.value))\n"
+                  "from cutecourse.viz.fragment_explorer import fragment_explorer\nfx = fragment_explorer('ldmatrix.x4')\n"
+                  "fx.controls['lane'].value = 9\nprint(fx.readout.value.split('<br>')[0], repr(fx.message.value))\n"
                   "ex")]
     nb = nbformat.from_dict({"cells": cells, "nbformat": 4, "nbformat_minor": 4, "metadata": {
         "kernelspec": {"name": "colab", "display_name": "Colab", "language": "python"}}})
@@ -184,6 +186,7 @@ def test_lesson_1_runs_and_prints_what_is_stored(colab):
 def test_the_explorers_work_with_colabs_ipywidgets(colab):
     cell = colab["cells"][-1]
     assert text_of(cell).startswith("7.7.1 6 ''"), text_of(cell)
+    assert "lane 9: it gives the address of M1's row 1; it receives 4 registers" in text_of(cell), text_of(cell)
     assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in cell["outputs"])
 
 

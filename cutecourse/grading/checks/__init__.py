@@ -107,6 +107,11 @@ def _call_here(fn: Callable[..., Any], case: tuple[Any, ...], via: str, options:
     return sandbox.decode(sandbox.encode(value)), [sandbox.decode(sandbox.encode(o)) for o in outputs]
 
 
+#: An argument whose repr is longer than this is cut in a check's line, so that the hint after it stays readable
+#: (and inside the grader's report, which cuts each output at 2000 characters).
+_SHOW_CHARS = 120
+
+
 def _show(case: tuple[Any, ...]) -> str:
     def short(a: Any) -> str:
         if isinstance(a, dict) and "$tensor" in a:
@@ -115,7 +120,8 @@ def _show(case: tuple[Any, ...]) -> str:
             return f"<{spec['dtype']} tensor {tuple(shape)}>"
         if isinstance(a, dict) and "$poisoned" in a:
             return f"<{a['$poisoned']['dtype']} output {tuple(a['$poisoned']['shape'])}>"
-        return repr(a)
+        text = repr(a)
+        return text if len(text) <= _SHOW_CHARS else f"{text[:_SHOW_CHARS - 40]} … ({len(text)} characters)"
 
     return "(" + ", ".join(short(a) for a in case) + ")"
 
