@@ -5,7 +5,7 @@ submitted as the kernel answers earns no kernel points; and on a GPU, a kernel w
 to the right instructions loses its GPU points and keeps its PTX points.
 
 Three grades on any machine (the wrong answers; the partly right one, whose kernels are the package's; the forbidden
-calls), and one more on a GPU."""
+calls), and two more of the kernels alone on a GPU (the solutions'; the classic mistakes)."""
 
 from __future__ import annotations
 
@@ -267,8 +267,19 @@ BATCHED_C_OF_BATCH_0 = edited(solution("5.6"), ("mC[None, None, bidz]\n", "mC[No
 
 
 @pytest.mark.gpu(80)
+def test_on_a_gpu_the_solutions_kernels_earn_every_point(tmp_path):
+    report = grade_lesson(tmp_path, LESSON, {"5.5": solution("5.5"), "5.6": solution("5.6")}, timeout=300,
+                          exercises={"5.5", "5.6"})
+    assert report.exercises()["5.5"] == (6.0, 6.0) and report.exercises()["5.6"] == (6.0, 6.0), reports.summary(report)
+    state = statuses(report)
+    for name in [f"hidden test_{t}" for t in GPU_HIDDEN.values()] + [f"check {c}" for c in GPU_CHECKS.values()]:
+        assert state[name] == grader.PASSED, (name, reports.summary(report))
+
+
+@pytest.mark.gpu(80)
 def test_on_a_gpu_a_kernel_with_a_classic_mistake_keeps_only_its_ptx_points(tmp_path):
-    report = submit(tmp_path, {"5.5": K8_LAST_K_BLOCK_LOST, "5.6": BATCHED_C_OF_BATCH_0})
+    report = grade_lesson(tmp_path, LESSON, {"5.5": K8_LAST_K_BLOCK_LOST, "5.6": BATCHED_C_OF_BATCH_0}, timeout=300,
+                          exercises={"5.5", "5.6"})
     assert_failed(report, list(GPU_HIDDEN.values()), list(GPU_CHECKS.values()))
     assert report.exercises()["5.5"] == (2.0, 6.0) and report.exercises()["5.6"] == (2.0, 6.0), reports.summary(report)
     output = {t.name.split(" (")[0]: t.output for t in report.tests}
