@@ -7,8 +7,8 @@ For a submission of lesson ``NN_name`` (named so, or named on the command line; 
 2. they are put into the master exercise notebook, whose check cells are restored, and nbval runs it in a fresh
    kernel inside a jail (:mod:`isolation`); there the checks are a stand-in that records what the learner's
    functions return on the checks' cases, and the grader judges those records against its references;
-3. each check is judged again with the learner's answers loaded in a plain jailed process, one per set of functions
-   an exercise forbids (``"forbid"`` in its answer cell's metadata), which are unavailable in it; a check passes
+3. each check is judged again with the learner's answers (and the master cells they need) loaded in a plain
+   jailed process, one per set of functions an exercise forbids (``"forbid"`` in its answer cell's metadata), which are unavailable in it; a check passes
    only if both verdicts pass (where there is no jupyter, the second alone decides);
 4. the hidden tests (``<hidden>/test_NN_name.py``) run in a trusted pytest process that holds the references and
    calls into jailed learner processes.
@@ -23,12 +23,15 @@ the maximum, unless the grade says GPU tests are graded elsewhere.
 from __future__ import annotations
 
 import ast
+import contextlib
+import functools
 import importlib.util
 import json
 import os
 import re
 import signal
 import subprocess
+import symtable
 import sys
 import tempfile
 import time
@@ -163,21 +166,121 @@ def answer_source(cell: dict[str, Any], answers: dict[str, dict[str, Any]]) -> s
     return text
 
 
-def learner_cells(master: dict[str, Any], sub: dict[str, Any]) -> list[dict[str, str]]:
-    """The code a plain learner process runs: the master's code cells in order, the learner's answers in place of the
-    stubs; check cells and GPU demonstration cells are left out."""
+def learner_cells(master: dict[str, Any], sub: dict[str, Any], hidden: str = "") -> list[dict[str, str]]:
+    """The code a plain learner process runs: the learner's answers in place of the stubs, and of the master's other
+    code cells only what they need (:func:`needed_cells`); check cells and GPU demonstration cells are left out.
+    `hidden` is the lesson's hidden-test source, whose string constants may name what the tests call."""
     answers = nbio.answers(sub)
-    cells = []
+    cells, roots = [], set()
     for index, cell in enumerate(master["cells"]):
-        if cell.get("cell_type") != "code" or nbio.is_check(cell):
+        if cell.get("cell_type") != "code":
             continue
-        if nbio.is_answer(cell):
+        if nbio.is_check(cell):
+            roots |= _reads(_strip_magics(nbio.source(cell)))
+        elif nbio.is_answer(cell):
             exercise = nbio.meta(cell)["exercise"]
             cells.append({"label": f"exercise {exercise}", "exercise": exercise,
                           "source": _strip_magics(answer_source(cell, answers))})
         elif "gpu" not in nbio.tags(cell):
             cells.append({"label": f"cell {index}", "source": _strip_magics(nbio.source(cell))})
-    return cells
+    if hidden:
+        with contextlib.suppress(SyntaxError, ValueError):
+            roots |= {n.value for n in ast.walk(ast.parse(hidden)) if isinstance(n, ast.Constant)
+                      and isinstance(n.value, str) and n.value.isidentifier()}
+    return needed_cells(cells, roots)
+
+
+def _reads(source: str) -> set[str]:
+    """The global names `source` reads: at its top level, or free in its functions, classes and comprehensions."""
+    try:
+        tables = [symtable.symtable(source, "<cell>", "exec")]
+    except (SyntaxError, ValueError):
+        return set()
+    found = set()
+    while tables:
+        table = tables.pop()
+        tables += table.get_children()
+        top = table.get_type() == "module"
+        found |= {s.get_name() for s in table.get_symbols()
+                  if s.is_referenced() and (top or s.is_global() or (table.get_type() == "class" and not s.is_local()))}
+    return found
+
+
+def _bindings_of(statement: ast.stmt) -> set[str] | None:
+    """The global names a top-level statement binds or changes (``x.a = ...`` and ``x[i] = ...`` change ``x``);
+    None where it cannot be told (``global``, a star import)."""
+    found: set[str] = set()
+    for node in ast.walk(statement):
+        if isinstance(node, (ast.Global, ast.Nonlocal)) or (isinstance(node, ast.alias) and node.name == "*"):
+            return None
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found.add(node.name)
+        elif isinstance(node, ast.alias):
+            found.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            found.add(node.id)
+        elif isinstance(node, (ast.Attribute, ast.Subscript)) and not isinstance(node.ctx, ast.Load):
+            base = node.value
+            while isinstance(base, (ast.Attribute, ast.Subscript)):
+                base = base.value
+            if isinstance(base, ast.Name):
+                found.add(base.id)
+    return found
+
+
+def needed_cells(cells: list[dict[str, str]], roots: set[str] = frozenset()) -> list[dict[str, str]]:
+    """Of the master's cells, those the answers (and the names in `roots`) need, in order, with the answers.
+
+    A learner process used to run the whole lesson (its pictures, its DSL comparisons, its PTX census) once per
+    forbid set and once more for the hidden tests, where nbval already runs it once. Here a master cell is kept when
+    it binds a name that a kept cell reads (the last binding before the reader, and the last one of all, which is
+    what a function sees when it is called), and an import of such a name is kept as that statement alone. A cell
+    whose bindings cannot be told (``global``, ``import *``, not Python) is always kept. What the analysis cannot
+    see is a change made through a method call (``config.update(...)``): a lesson whose answers need one binds it
+    instead (``config = ...``); the solutions' grading tests show every lesson's answers get what they need."""
+    parsed: list[list[tuple[ast.stmt, set[str] | None]] | None] = []
+    for cell in cells:
+        try:
+            parsed.append([(st, _bindings_of(st)) for st in ast.parse(cell["source"]).body])
+        except (SyntaxError, ValueError):
+            parsed.append(None)
+    keep: dict[int, set[int] | None] = {}  # cell -> the statements kept (None: the whole cell)
+    work: list[tuple[int, set[str]]] = []
+
+    def whole(i: int) -> None:
+        if i in keep and keep[i] is None:
+            return
+        keep[i] = None
+        work.append((i, _reads(cells[i]["source"]) if parsed[i] is not None else set()))
+
+    for i, cell in enumerate(cells):
+        if cell.get("exercise") or parsed[i] is None or any(b is None for _, b in parsed[i]):
+            whole(i)
+    work.append((len(cells), set(roots)))
+    while work:
+        reader, names = work.pop()
+        for name in names:
+            binders = [(i, j) for i, statements in enumerate(parsed) if statements and i != reader
+                       for j, (_, bound) in enumerate(statements) if bound and name in bound]
+            for i, j in {max(binders, default=None, key=lambda b: b), max(
+                    (b for b in binders if b[0] < reader), default=None, key=lambda b: b)} - {None}:
+                statement = parsed[i][j][0]
+                if isinstance(statement, (ast.Import, ast.ImportFrom)):
+                    if keep.get(i, set()) is not None and j not in keep.setdefault(i, set()):
+                        keep[i].add(j)
+                else:
+                    whole(i)
+    kept = []
+    for i, cell in enumerate(cells):
+        if i not in keep:
+            continue
+        if keep[i] is None:
+            kept.append(cell)
+        else:
+            text = "\n".join(ast.get_source_segment(cell["source"], st) or "" for j, (st, _) in
+                             enumerate(parsed[i]) if j in keep[i])
+            kept.append({"label": cell["label"] + " (imports)", "source": text + "\n"})
+    return kept
 
 
 def forbidden(master: dict[str, Any]) -> dict[str, list[str]]:
@@ -298,6 +401,17 @@ class Grade:
     def wanted(self, exercise: str) -> bool:
         return self.exercises is None or exercise in self.exercises
 
+    @functools.cached_property
+    def cells(self) -> list[dict[str, str]]:
+        """What the plain learner processes run (:func:`learner_cells`), with the modules they preload: worked out
+        once, on the grading thread (CPython 3.11's ast is not safe to use from two threads at once)."""
+        hidden = self.course.hidden / f"test_{self.lesson}.py"
+        return learner_cells(self.master, self.sub, hidden.read_text() if hidden.exists() else "")
+
+    @functools.cached_property
+    def preload(self) -> tuple[str, ...]:
+        return sandbox.preloads(self.cells)
+
     def call_timeout(self) -> float:
         return max(0.1, min(self.timeout, self.deadline - time.monotonic()))
 
@@ -359,7 +473,7 @@ def run_nbval(g: Grade) -> tuple[dict[int, tuple[str, str]], dict[str, str]]:
 def rejudge(g: Grade) -> dict[int, str]:
     """Each check's line, with the learner's function run in a plain jailed process (one per forbid set)."""
     forbid = forbidden(g.master)
-    cells = learner_cells(g.master, g.sub)
+    cells = g.cells
     groups: dict[tuple[str, ...], list[tuple[int, Any, str]]] = {}
     for index, cell in check_cells(g):
         info = nbio.meta(cell)
@@ -370,7 +484,7 @@ def rejudge(g: Grade) -> dict[int, str]:
     lines = {}
     for names, members in groups.items():
         with sandbox.Learner(cells, g.walls, forbid=names, exercise=members[0][2], deny=g.course.deny(),
-                             timeout=g.call_timeout()) as learner:
+                             timeout=g.call_timeout(), preload=g.preload if names else ()) as learner:
             for index, check, _ in members:
                 if time.monotonic() >= g.deadline:
                     lines[index] = f"{checks_module.FAIL} {check.name}: the grade ran out of time before this check"
@@ -386,6 +500,7 @@ def grade_checks(g: Grade, notes: list[str]) -> list[TestResult]:
         notes.append(f"{why_not}: each check is judged in a plain learner process only")
     nbval: dict[int, tuple[str, str]] = {}
     recorded: dict[str, str] = {}
+    g.preload  # noqa: B018 - parsed here, before the second thread starts
     with ThreadPoolExecutor(1) as pool:
         judged = pool.submit(rejudge, g)  # independent of nbval's run, so the two go side by side
         if not why_not:
@@ -454,7 +569,7 @@ def grade_hidden(g: Grade) -> list[TestResult]:
     if not expected:
         return []
     answers, xml = g.work / "answers.json", g.work / "hidden.xml"
-    answers.write_text(json.dumps({"cells": learner_cells(g.master, g.sub), "forbid": forbidden(g.master),
+    answers.write_text(json.dumps({"cells": g.cells, "forbid": forbidden(g.master),
                                    "deny": g.course.deny()}))
     run_env = dict(os.environ, **{plugin.ANSWERS_ENV: str(answers), isolation.WALLS_ENV: str(g.walls.spec_path),
                                   sandbox.TIMEOUT_ENV: str(g.timeout)})

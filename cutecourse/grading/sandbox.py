@@ -235,11 +235,21 @@ def _forbid(names: list[str], exercise: str) -> tuple[str, ...]:
     """Replace each named function by a stub that raises, in every module, class and module-level dict that holds it;
     returns the source files of the modules they came from, for the audit hook to close."""
     files: set[str] = set()
+    originals: dict[int, tuple[Any, str]] = {}
+    original: Any = None
     for dotted in names:
         try:
             original = _resolve(dotted)
         except (ImportError, AttributeError):
             continue  # not installed here (the DSL on a machine without it): nothing to take away
+        originals.setdefault(id(original), (original, dotted))
+        for source in (getattr(original, "__code__", None) and original.__code__.co_filename,
+                       getattr(sys.modules.get(getattr(original, "__module__", "") or ""), "__file__", None)):
+            if source:
+                files.add(source)
+                files.add(importlib.util.cache_from_source(source) if source.endswith(".py") else source)
+    for key, holders in _bindings(originals).items():
+        original, dotted = originals[key]
 
         def stub(*args: Any, _name: str = dotted, **kwargs: Any) -> Any:
             raise Forbidden(f"exercise {exercise} asks you to write this yourself: {_name} is not available to "
@@ -247,26 +257,23 @@ def _forbid(names: list[str], exercise: str) -> tuple[str, ...]:
 
         stub.__name__ = getattr(original, "__name__", dotted.rpartition(".")[2])
         stub.__qualname__ = stub.__name__
-        for holder, key in _bindings(original):
+        for holder, name in holders:
             if isinstance(holder, dict):
-                holder[key] = stub
+                holder[name] = stub
             else:
-                setattr(holder, key, stub)
-        for source in (getattr(original, "__code__", None) and original.__code__.co_filename,
-                       getattr(sys.modules.get(getattr(original, "__module__", "") or ""), "__file__", None)):
-            if source:
-                files.add(source)
-                files.add(importlib.util.cache_from_source(source) if source.endswith(".py") else source)
-        del original
+                setattr(holder, name, stub)
+    original = None  # no reference to a forbidden function is left here
+    originals.clear()
     for source in files:
         linecache.cache.pop(source, None)
     gc.collect()
     return tuple(sorted(files))
 
 
-def _bindings(value: Any) -> list[tuple[Any, str]]:
-    """Every (holder, name) that binds `value`: module globals, module-level dicts, and classes defined in modules."""
-    found: list[tuple[Any, str]] = []
+def _bindings(values: dict[int, Any]) -> dict[int, list[tuple[Any, str]]]:
+    """For each value (by id), every (holder, name) that binds it: module globals, module-level dicts, and classes
+    defined in modules. One pass over the modules for all the values."""
+    found: dict[int, list[tuple[Any, str]]] = {key: [] for key in values}
     for module in list(sys.modules.values()):
         namespace = getattr(module, "__dict__", None)
         if not isinstance(namespace, dict):
@@ -276,7 +283,9 @@ def _bindings(value: Any) -> list[tuple[Any, str]]:
         holders += [v for v in namespace.values() if isinstance(v, type)]
         for holder in holders:
             items = holder.items() if isinstance(holder, dict) else vars(holder).items()
-            found += [(holder, key) for key, v in list(items) if v is value]
+            for name, v in list(items):
+                if id(v) in found:
+                    found[id(v)].append((holder, name))
     return found
 
 
@@ -419,7 +428,7 @@ class _Tail(threading.Thread):
 PRELOADS = {"numpy": "numpy", "cutlass": "cutlass.cute"}
 
 
-def _preloads(cells: list[dict[str, str]]) -> tuple[str, ...]:
+def preloads(cells: list[dict[str, str]]) -> tuple[str, ...]:
     wanted: set[str] = set()
     for cell in cells:
         try:
@@ -444,7 +453,7 @@ class Learner:
 
     def __init__(self, cells: list[dict[str, str]], walls: Any = None, *, forbid: list[str] | tuple[str, ...] = (),
                  exercise: str = "?", deny: list[str] | tuple[str, ...] = (), timeout: float | None = None,
-                 preload: tuple[str, ...] = ()):
+                 preload: tuple[str, ...] | None = None):
         from cutecourse.grading import isolation
 
         self.own_walls = walls is None
@@ -452,8 +461,8 @@ class Learner:
             walls = isolation.Walls(isolation.choose(), isolation.Limits(), gpu=_gpu_here(),
                                     package_dir=Path(__file__).resolve().parents[1])
         self.walls = walls
-        if forbid and not preload:
-            preload = _preloads(cells)
+        if preload is None:
+            preload = preloads(cells) if forbid else ()
         self.spec = {"cells": cells, "forbid": list(forbid), "exercise": exercise, "deny": [str(d) for d in deny],
                      "preload": list(preload)}
         #: Seconds allowed for loading the answers and for each call (the grader's --timeout sets it).
@@ -486,8 +495,10 @@ class Learner:
     def _fail(self, why: str) -> None:
         if getattr(self.walls, "over_memory", False):
             why += f"; the submission went over its {self.walls.limits.memory_mb} MiB of memory and was stopped"
+        self.close()  # the process is dead and its stderr closed: the tail reader gets everything it wrote
+        if self._stderr:
+            self._stderr.join(1.0)
         tail = self._stderr.text() if self._stderr else ""
-        self.close()
         raise LearnerError(why + (f"; the end of its stderr: {tail[-800:]}" if tail else ""))
 
     def _read(self, timeout: float, doing: str) -> dict[str, Any]:
