@@ -231,54 +231,53 @@ def _bindings_of(statement: ast.stmt) -> set[str] | None:
 def needed_cells(cells: list[dict[str, str]], roots: set[str] = frozenset()) -> list[dict[str, str]]:
     """Of the master's cells, those the answers (and the names in `roots`) need, in order, with the answers.
 
-    A learner process used to run the whole lesson (its pictures, its DSL comparisons, its PTX census) once per
-    forbid set and once more for the hidden tests, where nbval already runs it once. Here a master cell is kept when
-    it binds a name that a kept cell reads (the last binding before the reader, and the last one of all, which is
-    what a function sees when it is called), and an import of such a name is kept as that statement alone. A cell
-    whose bindings cannot be told (``global``, ``import *``, not Python) is always kept. What the analysis cannot
-    see is a change made through a method call (``config.update(...)``): a lesson whose answers need one binds it
-    instead (``config = ...``); the solutions' grading tests show every lesson's answers get what they need."""
-    parsed: list[list[tuple[ast.stmt, set[str] | None]] | None] = []
-    for cell in cells:
+    nbval runs the whole lesson once; a plain learner process needs only what its answers read. A master cell is
+    kept when it binds a name that a kept cell reads (the last binding before the reader, and the last one of all,
+    which is what a function sees when it is called); an import of such a name is kept as that statement alone. A
+    cell whose bindings cannot be told (``global``, ``import *``, not Python) is always kept. What the analysis
+    cannot see is a change made through a method call (``config.update(...)``): a lesson whose answers need one binds
+    it instead (``config = ...``); the solutions' grading tests show every lesson's answers get what they need."""
+    parsed: list[list[ast.stmt] | None] = []
+    bound_by: dict[str, list[tuple[int, int]]] = {}  # name -> (cell, statement) that bind it, in order
+    for i, cell in enumerate(cells):
         try:
-            parsed.append([(st, _bindings_of(st)) for st in ast.parse(cell["source"]).body])
+            statements = ast.parse(cell["source"]).body
         except (SyntaxError, ValueError):
-            parsed.append(None)
+            statements = None
+        bindings = [_bindings_of(st) for st in statements or []]
+        parsed.append(None if statements is None or None in bindings else statements)
+        for j, names in enumerate(bindings):
+            for name in names or ():
+                bound_by.setdefault(name, []).append((i, j))
     keep: dict[int, set[int] | None] = {}  # cell -> the statements kept (None: the whole cell)
-    work: list[tuple[int, set[str]]] = []
+    work: list[tuple[int, set[str]]] = [(len(cells), set(roots))]
 
     def whole(i: int) -> None:
-        if i in keep and keep[i] is None:
-            return
-        keep[i] = None
-        work.append((i, _reads(cells[i]["source"]) if parsed[i] is not None else set()))
+        if i not in keep or keep[i] is not None:
+            keep[i] = None
+            work.append((i, _reads(cells[i]["source"])))
 
     for i, cell in enumerate(cells):
-        if cell.get("exercise") or parsed[i] is None or any(b is None for _, b in parsed[i]):
+        if cell.get("exercise") or parsed[i] is None:
             whole(i)
-    work.append((len(cells), set(roots)))
     while work:
         reader, names = work.pop()
         for name in names:
-            binders = [(i, j) for i, statements in enumerate(parsed) if statements and i != reader
-                       for j, (_, bound) in enumerate(statements) if bound and name in bound]
-            for i, j in {max(binders, default=None, key=lambda b: b), max(
-                    (b for b in binders if b[0] < reader), default=None, key=lambda b: b)} - {None}:
-                statement = parsed[i][j][0]
-                if isinstance(statement, (ast.Import, ast.ImportFrom)):
-                    if keep.get(i, set()) is not None and j not in keep.setdefault(i, set()):
-                        keep[i].add(j)
-                else:
+            binders = [b for b in bound_by.get(name, ()) if b[0] != reader]
+            before = [b for b in binders if b[0] < reader]
+            for i, j in {max(binders, default=None), max(before, default=None)} - {None}:
+                if parsed[i] is None:
+                    continue  # kept whole already
+                if not isinstance(parsed[i][j], (ast.Import, ast.ImportFrom)):
                     whole(i)
+                elif keep.get(i, ()) is not None:
+                    keep.setdefault(i, set()).add(j)
     kept = []
     for i, cell in enumerate(cells):
-        if i not in keep:
-            continue
-        if keep[i] is None:
+        if keep.get(i, ()) is None:
             kept.append(cell)
-        else:
-            text = "\n".join(ast.get_source_segment(cell["source"], st) or "" for j, (st, _) in
-                             enumerate(parsed[i]) if j in keep[i])
+        elif i in keep:
+            text = "\n".join(ast.get_source_segment(cell["source"], parsed[i][j]) or "" for j in sorted(keep[i]))
             kept.append({"label": cell["label"] + " (imports)", "source": text + "\n"})
     return kept
 
@@ -403,8 +402,8 @@ class Grade:
 
     @functools.cached_property
     def cells(self) -> list[dict[str, str]]:
-        """What the plain learner processes run (:func:`learner_cells`), with the modules they preload: worked out
-        once, on the grading thread (CPython 3.11's ast is not safe to use from two threads at once)."""
+        """What the plain learner processes run (:func:`learner_cells`): worked out once, before the grade's threads
+        start (CPython 3.11's ast is not safe to use from two threads at once)."""
         hidden = self.course.hidden / f"test_{self.lesson}.py"
         return learner_cells(self.master, self.sub, hidden.read_text() if hidden.exists() else "")
 
@@ -432,8 +431,7 @@ def run_nbval(g: Grade) -> tuple[dict[int, tuple[str, str]], dict[str, str]]:
         os.chown(records, isolation.NOBODY, isolation.NOBODY)
     names = {nbio.meta(c).get("check") for _, c in check_cells(g)}
     specs = {n: checks_module.REGISTRY[n].spec() for n in names if n in checks_module.REGISTRY}
-    specs_file = g.work / "check-specs.json"  # read-only to the kernel: outside its scratch, bound read-only
-    specs_file.write_text(json.dumps(specs))
+    # The cases only: what the learner's functions return on them is judged here, against the grader's own cases.
     (scratch / "check-specs.json").write_text(json.dumps(specs))
     kernel = g.walls.command([sys.executable, "-m", "cutecourse.grading.sandbox", "--kernel", "-f",
                               "{connection_file}"], scratch, writable=[str(runtime)],
@@ -484,7 +482,7 @@ def rejudge(g: Grade) -> dict[int, str]:
     lines = {}
     for names, members in groups.items():
         with sandbox.Learner(cells, g.walls, forbid=names, exercise=members[0][2], deny=g.course.deny(),
-                             timeout=g.call_timeout(), preload=g.preload if names else ()) as learner:
+                             timeout=g.call_timeout(), preload=g.preload) as learner:
             for index, check, _ in members:
                 if time.monotonic() >= g.deadline:
                     lines[index] = f"{checks_module.FAIL} {check.name}: the grade ran out of time before this check"
@@ -500,7 +498,6 @@ def grade_checks(g: Grade, notes: list[str]) -> list[TestResult]:
         notes.append(f"{why_not}: each check is judged in a plain learner process only")
     nbval: dict[int, tuple[str, str]] = {}
     recorded: dict[str, str] = {}
-    g.preload  # noqa: B018 - parsed here, before the second thread starts
     with ThreadPoolExecutor(1) as pool:
         judged = pool.submit(rejudge, g)  # independent of nbval's run, so the two go side by side
         if not why_not:
@@ -564,8 +561,8 @@ def hidden_tests(course: Course, lesson: str) -> list[HiddenTest]:
     return found
 
 
-def grade_hidden(g: Grade) -> list[TestResult]:
-    expected = [t for t in hidden_tests(g.course, g.lesson) if g.wanted(t.exercise)]
+def grade_hidden(g: Grade, expected: list[HiddenTest]) -> list[TestResult]:
+    """The results of the hidden tests `expected` (the lesson's that this grade runs)."""
     if not expected:
         return []
     answers, xml = g.work / "answers.json", g.work / "hidden.xml"
@@ -651,9 +648,10 @@ def grade(submission: str | Path, course: Course, nbval: bool = True, hidden: bo
     with tempfile.TemporaryDirectory(prefix="cutecourse-grade-") as work, \
             isolation.Walls(walls_kind, limits, gpu, PACKAGE_DIR, Path(work) / "walls") as walls:
         g = Grade(course, lesson, master, sub, walls, gpu, timeout, time.monotonic() + budget, exercises, Path(work))
+        g.preload  # noqa: B018 - the cells parsed here: CPython 3.11's ast is not safe from two threads at once
         with ThreadPoolExecutor(max_workers=2) as pool:
             # The two halves wait on their own subprocesses, so they run side by side.
-            hidden_part = pool.submit(grade_hidden, g) if hidden else None
+            hidden_part = pool.submit(grade_hidden, g, wanted) if hidden else None
             checks_part = grade_checks(g, report.notes) if nbval else []
             report.tests = checks_part + (hidden_part.result() if hidden_part else [])
         over_memory = walls.over_memory
@@ -661,8 +659,8 @@ def grade(submission: str | Path, course: Course, nbval: bool = True, hidden: bo
         if over_memory:
             report.notes.append(f"the submission went over its {limits.memory_mb} MiB of memory: all its processes "
                                 f"were killed")
-    changed = sorted(k for k, v in fingerprint(course).items() if before.get(k) != v) + sorted(set(before) - set(
-        fingerprint(course)))
+    after = fingerprint(course)
+    changed = sorted(k for k, v in after.items() if before.get(k) != v) + sorted(set(before) - set(after))
     if changed:
         for t in report.tests:
             t.status, t.output = FAILED, f"the submission changed the course's files ({changed[0]}); restore them"

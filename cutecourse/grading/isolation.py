@@ -442,7 +442,9 @@ class Walls:
         #: Set by the watchdog when the submission went over its memory and everything was killed.
         self.watchdog_killed = False
         self._closing = threading.Event()
-        if isolation.kind != "none" and not any("memory" in g for g in self.cgroups):
+        memory_capped = any((Path(g) / name).exists() for g in self.cgroups
+                            for name in ("memory.max", "memory.limit_in_bytes"))
+        if isolation.kind != "none" and not memory_capped:
             threading.Thread(target=self._watch_memory, daemon=True).start()
 
     @classmethod
@@ -502,7 +504,7 @@ class Walls:
 
     def pids(self) -> set[int]:
         """Processes of this submission that are alive."""
-        alive = cgroup_pids(self.cgroups)
+        alive = {pid for pid in cgroup_pids(self.cgroups) if _alive(pid)}
         try:
             recorded = self.pid_file.read_text().split()
         except OSError:  # the walls are being taken down
@@ -528,7 +530,6 @@ class Walls:
                         kill(pid, signal.SIGKILL)
                     except (ProcessLookupError, PermissionError, OSError):
                         pass
-            _reap()
             if time.monotonic() > deadline:
                 raise RuntimeError(f"learner processes {sorted(alive)[:8]} survived SIGKILL for {timeout:g} s")
             time.sleep(0.05)
@@ -561,24 +562,6 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
-
-
-def _reap() -> None:
-    """Collect this process's dead children, so that they stop counting as alive."""
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
-
-
-def _pid_namespace(pid: int) -> str | None:
-    try:
-        return os.readlink(f"/proc/{pid}/ns/pid")
-    except OSError:
-        return None
 
 
 def _namespace_members(pid: int) -> set[int]:

@@ -461,10 +461,10 @@ class Learner:
             walls = isolation.Walls(isolation.choose(), isolation.Limits(), gpu=_gpu_here(),
                                     package_dir=Path(__file__).resolve().parents[1])
         self.walls = walls
-        if preload is None:
-            preload = preloads(cells) if forbid else ()
+        if forbid and preload is None:
+            preload = preloads(cells)
         self.spec = {"cells": cells, "forbid": list(forbid), "exercise": exercise, "deny": [str(d) for d in deny],
-                     "preload": list(preload)}
+                     "preload": list(preload or ()) if forbid else []}  # only where the doors close on ctypes
         #: Seconds allowed for loading the answers and for each call (the grader's --timeout sets it).
         self.timeout = timeout if timeout is not None else float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S))
         self.process: subprocess.Popen[bytes] | None = None
@@ -518,8 +518,12 @@ class Learner:
                 chunk = os.read(fd, 1 << 20)
             except BlockingIOError:
                 continue
-            if not chunk:
-                code = self.process.wait()
+            if not chunk:  # the channel closed: the process is ending, or has shut its end and lives on
+                try:
+                    code = self.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+                except subprocess.TimeoutExpired:
+                    self._fail(f"timed out after {timeout:g} s while {doing} (the learner's process closed its "
+                               f"reply channel)")
                 why = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
                 self._fail(f"the learner's process ended ({why}) while {doing}")
             self._buffer += chunk

@@ -277,8 +277,7 @@ class Launcher(launch.Launcher):
                 self.plans.clear()
             self.plans[key] = plan
         fn, ops = plan
-        (m, k), n = a.shape, b.shape[1]
-        fn(*pointers(ops, a, b, c), m, n, k, launch.current_stream(a.get_device()))
+        fn(*self._arguments((ops, config), a, b, c), launch.current_stream(a.get_device()))
         return c
 
 

@@ -35,10 +35,11 @@ from cutecourse.layout.inttuple import product
 from .grid import cell_size
 from .layout import _LEFT, _PAD, _TOP, draw_tv
 from .svg import Canvas, Picture
-from .widgets import Explorer, W, _literal, _text
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from .widgets import Explorer
 
 __all__ = ["Fragment", "INSTRUCTIONS", "fragment", "describe", "fragment_picture", "fragment_explorer"]
 
@@ -249,6 +250,8 @@ def _parse_cell(text: str) -> Optional[Cell]:
     """The cell typed in the explorer's box, ``(9,2)`` or ``9,2``; None when the box is empty."""
     if not text.strip():
         return None
+    from .widgets import _literal
+
     value = _literal(text, "cell")
     if not (isinstance(value, tuple) and len(value) == 2):
         raise ValueError(f"cell {text.strip()!r} must be (row, column), e.g. (9,2)")
@@ -267,6 +270,8 @@ def fragment_explorer(instruction: str = "mma.sync m16n8k16 A", lane: int = 0,
     >>> ex.readout.value.split("<br>")[0]
     'thread 37 (warp 1, lane 5) holds C in 8 fp32 accumulators:'
     """
+    from .widgets import Explorer, W, _text  # ipywidgets: only the explorer needs it
+
     frag = fragment(instruction)
     _check_lane(frag, lane, "fragment_explorer")
     if isinstance(cell, tuple):

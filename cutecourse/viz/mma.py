@@ -12,39 +12,26 @@ The layouts are CuTe's ``MMA_Traits`` (``mma_traits_sm80.hpp``): ``(thread, valu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Any
 
 from cutecourse.fragments.atoms import mma_atom as fragment_atom
-from cutecourse.layout import Layout
-
 from .layout import draw_tv
 from .svg import Canvas, Picture
 
-__all__ = ["MmaAtom", "MMA_ATOMS", "mma_atom"]
+__all__ = ["MMA_ATOMS", "mma_atom"]
 
 
-@dataclass(frozen=True)
-class MmaAtom:
-    """An MMA instruction's shape and its A, B, C thread-value layouts (32 lanes)."""
-
-    name: str
-    shape_mnk: tuple[int, int, int]
-    a_layout: Layout
-    b_layout: Layout
-    c_layout: Layout
-
-
-def _atoms() -> dict[str, MmaAtom]:
-    k16, k8 = ((a.shape_mnk, a.layout_a, a.layout_b, a.layout_c) for a in (fragment_atom(16), fragment_atom(8)))
+def _atoms() -> dict[str, Any]:
+    k16, k8 = fragment_atom(16), fragment_atom(8)
     # The C layout is the same whether the accumulator is F16 or F32, so the aliases share one drawing.
-    table = {"SM80_16x8x16_F16": k16, "SM80_16x8x16_BF16": k16, "SM80_16x8x16_F32F16F16F32_TN": k16,
-             "SM80_16x8x16_F16F16F16F16_TN": k16, "SM80_16x8x16_F32BF16BF16F32_TN": k16,
-             "SM80_16x8x8_F16": k8, "SM80_16x8x8_F16F16F16F16_TN": k8, "SM80_16x8x8_F32F16F16F32_TN": k8}
-    return {name: MmaAtom(name, *spec) for name, spec in table.items()}
+    return {"SM80_16x8x16_F16": k16, "SM80_16x8x16_BF16": k16, "SM80_16x8x16_F32F16F16F32_TN": k16,
+            "SM80_16x8x16_F16F16F16F16_TN": k16, "SM80_16x8x16_F32BF16BF16F32_TN": k16,
+            "SM80_16x8x8_F16": k8, "SM80_16x8x8_F16F16F16F16_TN": k8, "SM80_16x8x8_F32F16F16F32_TN": k8}
 
 
-MMA_ATOMS: dict[str, MmaAtom] = _atoms()
-"""The atoms :func:`mma_atom` can draw, by name (short names and CuTe's full ``..._TN`` names)."""
+MMA_ATOMS: dict[str, Any] = _atoms()
+"""The atoms :func:`mma_atom` can draw (:func:`cutecourse.fragments.mma_atom`'s), by name (short names and CuTe's
+full ``..._TN`` names)."""
 
 
 def mma_atom(atom: str = "SM80_16x8x16_F16", title: str | None = None) -> "Picture":
@@ -68,10 +55,10 @@ def mma_atom(atom: str = "SM80_16x8x16_F16", title: str | None = None) -> "Pictu
     for label, x, y in (("A (M×K)", ax, cy - 26), ("B (K×N)", cx, by - 26), ("C (M×N)", cx, cy + M * ch + 14)):
         c.text(x, y, label, size=12, anchor="start", cls="fragment-label", weight="bold")
     c.raw('<g class="fragment" data-name="A">')
-    draw_tv(c, ax, cy, a.a_layout, (M, K), cw, ch, "viz.mma_atom")
+    draw_tv(c, ax, cy, a.layout_a, (M, K), cw, ch, "viz.mma_atom")
     c.raw('</g><g class="fragment" data-name="B">')
-    draw_tv(c, cx, by, a.b_layout, (N, K), cw, ch, "viz.mma_atom", transpose=True)
+    draw_tv(c, cx, by, a.layout_b, (N, K), cw, ch, "viz.mma_atom", transpose=True)
     c.raw('</g><g class="fragment" data-name="C">')
-    draw_tv(c, cx, cy, a.c_layout, (M, N), cw, ch, "viz.mma_atom")
+    draw_tv(c, cx, cy, a.layout_c, (M, N), cw, ch, "viz.mma_atom")
     c.raw("</g>")
     return Picture(c.finish(), atom)

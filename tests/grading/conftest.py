@@ -173,9 +173,9 @@ def answer_from_file(tmp_path: Path, source: str, name: str) -> Callable[..., ob
     """Function `name` of an answer's `source`, loaded from a file: the DSL reads a jit function's source."""
     import importlib.util
 
-    path = tmp_path / f"answer_{name}.py"
+    path = tmp_path / f"answer_{name}_{abs(hash(source))}.py"  # one file per source: several may share a folder
     path.write_text(textwrap.dedent(source))
-    spec = importlib.util.spec_from_file_location(f"answer_{name}", path)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return getattr(module, name)

@@ -157,7 +157,8 @@ except Exception:
 
 def test_writing_for_the_next_student_changes_nothing(attack, demo_course, make_submission):
     targets = [str(SITE / "zz_cutecourse_pwn.pth"), str(ROOT / "cutecourse" / "__init__.py"), str(HIDDEN_FILE),
-               str(ROOT / "cutecourse" / "grading" / "checks" / "__pycache__" / "demo.cpython-311.pyc"),
+               str(ROOT / "cutecourse" / "grading" / "checks" / "__pycache__" /
+                   f"demo.{sys.implementation.cache_tag}.pyc"),
                str(ROOT / "cutecourse" / "hw" / "roofline.py"), str(DEMO / "exercises" / "00_demo.ipynb"),
                str(Path.home() / ".bashrc")]
     answer = f"""
@@ -172,6 +173,9 @@ for _t in {targets!r}:
 """ + WRONG_0_1
     report = attack("writes_for_the_next_student", {"0.1": answer})
     assert report.exercises()["0.1"][0] == 0
+    # The digests leave out __pycache__ and the home folder: read those targets themselves.
+    written = [t for t in targets if Path(t).is_file() and b"PWNED" in Path(t).read_bytes()]
+    assert written == [], f"the submission wrote into {written}"
     # The next students are graded as if nothing had happened.
     untouched = grader.grade(make_submission("after_writes_untouched", {}), demo_course, timeout=TIMEOUT)
     honest = grader.grade(make_submission("after_writes_honest", {"0.1": SOLUTION_0_1}), demo_course,

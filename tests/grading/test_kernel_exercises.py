@@ -5,18 +5,16 @@ check and hidden test fails a kernel with the classic mistake; a partly right ke
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import re
 import textwrap
-from pathlib import Path
 
 import pytest
 
 from cutecourse import env
 from cutecourse.grading import checks, grader, reports
 
-from .conftest import assert_failed, grade_lesson, lesson_solution, statuses
+from .conftest import answer_from_file, assert_failed, grade_lesson, lesson_solution, statuses
 
 pytestmark = pytest.mark.slow
 GPU = env.gpu_missing(80) is None
@@ -52,16 +50,6 @@ def package_kernel(module: object, kernel: str, name: str) -> str:
     return "import cutlass\nimport cutlass.cute as cute\n\n" + re.sub(rf"\b{kernel}\b", name, source)
 
 
-def _host(source: str, name: str, tmp_path: Path):
-    """The host function of an answer, loaded from a file (the DSL reads a kernel's source)."""
-    path = tmp_path / f"{name}_{abs(hash(source))}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return getattr(module, name)
-
-
 @pytest.mark.parametrize("source, check, host, hint", [
     (TRANSPOSE_UNGUARDED, "batched_ptx", "batched_host", "not guarded by a predicate"),
     (TRANSPOSE_UNSYNCED, "batched_ptx", "batched_host", "no barrier"),
@@ -69,7 +57,7 @@ def _host(source: str, name: str, tmp_path: Path):
     (CAST_UNGUARDED, "cast_ptx", "cast_host", "not behind a predicate"),
 ])
 def test_the_ptx_checks_fail_the_classic_mistakes_with_a_hint(capsys, tmp_path, source, check, host, hint):
-    assert getattr(checks, check)(_host(source, host, tmp_path)) is False
+    assert getattr(checks, check)(answer_from_file(tmp_path, source, host)) is False
     line = capsys.readouterr().out.strip().splitlines()[-1]
     assert line.startswith(f"✗ {check}: ") and hint in line, line
 

@@ -290,9 +290,7 @@ def test_on_a_gpu_a_kernel_with_a_classic_mistake_keeps_only_its_ptx_points(tmp_
 def test_the_kernel_variants_compile_to_what_the_ptx_checks_pass_or_fail(tmp_path):
     """On any machine: the GPU test's kernels pass the PTX checks (so only their numbers can fail them), and the
     package's step 3 fails them."""
-    for i, (source, host, check, passes) in enumerate(((K8_LAST_K_BLOCK_LOST, "tc_host", checks.k8_ptx, True),
-                                                        (BATCHED_C_OF_BATCH_0, "batched_host", checks.bgemm_ptx, True),
-                                                        (STEP3_AS_5_5, "tc_host", checks.k8_ptx, False))):
-        folder = tmp_path / str(i)  # a file of its own: the DSL reads the kernel's source from it
-        folder.mkdir()
-        assert check(answer_from_file(folder, source, host)) is passes, host
+    for source, host, check, passes in ((K8_LAST_K_BLOCK_LOST, "tc_host", checks.k8_ptx, True),
+                                        (BATCHED_C_OF_BATCH_0, "batched_host", checks.bgemm_ptx, True),
+                                        (STEP3_AS_5_5, "tc_host", checks.k8_ptx, False)):
+        assert check(answer_from_file(tmp_path, source, host)) is passes, host  # the DSL reads the file

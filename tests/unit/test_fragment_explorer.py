@@ -13,13 +13,16 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
+from cutecourse.viz import fragment_explorer as FE  # its tables and pictures need no ipywidgets
+
 try:
-    from cutecourse.viz import fragment_explorer as FE
+    import ipywidgets  # noqa: F401
+    WIDGETS = None
 except ModuleNotFoundError as missing:  # the GPU test host has no ipywidgets: `make test-gpu` runs there
     if os.environ.get("CI"):
         raise
-    pytest.skip(f"{missing.name} is not installed here; install the course's dependencies: pip install -e .",
-                allow_module_level=True)
+    WIDGETS = f"{missing.name} is not installed here; install the course's dependencies: pip install -e ."
+widgets = pytest.mark.skipif(WIDGETS is not None, reason=WIDGETS or "")
 
 from cutecourse import fragments as F
 
@@ -62,6 +65,7 @@ def named_cells(line: str) -> list[tuple[int, int]]:
     return out
 
 
+@widgets
 def test_docstring_examples_run():
     result = doctest.testmod(FE, optionflags=doctest.ELLIPSIS)
     assert result.failed == 0 and result.attempted > 0
@@ -140,6 +144,7 @@ def test_the_comparison_catches_a_fragment_drawn_the_wrong_way():
     assert named_cells(FE.describe(wrong, 5)[1]) != want[5]
 
 
+@widgets
 def test_the_seeds_thread_5_reads_off_the_explorer():
     """Seed 000: thread 5's d0-d3 of ldmatrix.x4 feeding mma.m16n8k16's A are A[1][2..3], A[9][2..3], A[1][10..11],
     A[9][10..11]."""
@@ -148,6 +153,7 @@ def test_the_seeds_thread_5_reads_off_the_explorer():
     assert named_cells(held) == [(1, 2), (1, 3), (9, 2), (9, 3), (1, 10), (1, 11), (9, 10), (9, 11)]
 
 
+@widgets
 def test_selecting_a_lane_or_a_cell_redraws():
     ex = FE.fragment_explorer("ldmatrix.x4", lane=0)
     first, said = ex.picture.value, ex.readout.value
@@ -160,6 +166,7 @@ def test_selecting_a_lane_or_a_cell_redraws():
     assert ex.readout.value.split("<br>")[2] == "M1[2][3] comes from lane 9's d1, high half, stored at lane 10's address"
 
 
+@widgets
 def test_changing_the_instruction_fits_the_lane_slider_to_its_threads():
     ex = FE.fragment_explorer("wgmma m64n16k16 C", lane=100)
     slider = ex.controls["lane"]
@@ -170,6 +177,7 @@ def test_changing_the_instruction_fits_the_lane_slider_to_its_threads():
     assert bright(ex.picture.value) == set(expected_cells("mma.sync m16n8k8 C")[31])
 
 
+@widgets
 @pytest.mark.parametrize("text, message", [
     ("(16,0)", "outside mma.sync m16n8k16 A's 16x16 tile: rows 0-15, columns 0-15"),
     ("(1,2", "does not parse"),
@@ -187,6 +195,7 @@ def test_a_bad_cell_shows_a_short_message_not_a_traceback(text, message):
     assert ex.message.value == "" and ex.readout.value.endswith("A[9][2] is held by lane 5 as a2 (register 1, low half)")
 
 
+@widgets
 @pytest.mark.parametrize("kwargs, message", [
     ({"instruction": "mma.sync m16n8k32 A"}, "instruction='mma.sync m16n8k32 A' is not one the explorer knows; use one"),
     ({"lane": 32}, "lane=32 is not a thread of mma.sync m16n8k16 A; use 0-31"),

@@ -81,8 +81,15 @@ def test_another_interpreter_skips_the_set_up():
     assert out.stdout.strip() == "python3 -m pytest -m gpu", out.stdout
 
 
-def test_jupyterlab_opens_on_the_lessons_without_its_news_prompt():
-    assert "--LabApp.news_url=None" in course.LAB_OPTIONS and "--ServerApp.root_dir=notebooks" in course.LAB_OPTIONS
+def test_jupyterlab_opens_on_the_lessons_without_its_news_prompt(monkeypatch):
+    ran = []
+    monkeypatch.setattr(course, "setup", lambda: None)
+    monkeypatch.setattr(course, "quiet_lab", lambda: None)
+    monkeypatch.setattr(course, "_run", lambda cmd, dry_run: ran.append(cmd) or 0)
+    assert course.lab(["--no-browser"]) == 0
+    (cmd,) = ran
+    assert cmd[1] == "lab" and cmd[-1] == "--no-browser", cmd
+    assert "--LabApp.news_url=None" in cmd and "--ServerApp.root_dir=notebooks" in cmd, cmd
 
 
 def test_make_lab_turns_jupyterlabs_news_prompt_off_in_the_environment(tmp_path):

@@ -149,36 +149,6 @@ def rounded(x: Any, dtype: str) -> Any:
     return torch.from_numpy(np.asarray(x, dtype=np.float32)).to(getattr(torch, dtype)).double().numpy()
 
 
-#: (dtype, arch) of the PTX checks of the scalar copy kernels (lessons 3 and 4): both 16-bit types, both archs.
-PTX_CASES = [("float32", "sm_80"), ("bfloat16", "sm_80"), ("float16", "sm_90a")]
-
-
-def scalar_ptx_hint(code: Any, dtype: str, *, moves: str, unguarded: str, smem: bool | None = None) -> str | None:
-    """What is wrong with the PTX of a scalar copy kernel for `dtype` (None if nothing): 4 scalar global loads and 4
-    stores per thread, each guarded by a predicate; with `smem` False no shared memory, with True through shared
-    memory and a barrier. `moves` says how each thread should move its elements and `unguarded` what to predicate:
-    the lesson's words in the hints."""
-    from cutecourse.kernels import ptx
-
-    if not isinstance(code, str) or ".entry" not in code:
-        return f"expected the PTX text (a str with an .entry), got {type(code).__name__}"
-    bits = {"float32": 32, "float16": 16, "bfloat16": 16}[dtype]
-    loads, stores = ptx.count(code, f"ld.global.b{bits}"), ptx.count(code, f"st.global.b{bits}")
-    shared = ptx.count(code, "ld.shared") + ptx.count(code, "st.shared")
-    if smem is False and (shared or ptx.count(code, "bar.sync")):
-        return "the PTX uses shared memory or a barrier; the naive step copies global -> registers -> global only"
-    if smem and (not ptx.count(code, "st.shared") or not ptx.count(code, "ld.shared")):
-        return "the PTX never stores to and loads from shared memory: the tile must pass through sT"
-    if smem and not ptx.count(code, "bar.sync"):
-        return ("no barrier between writing the tile to shared memory and reading it back: a thread would read "
-                "elements another thread has not written yet (cute.arch.sync_threads())")
-    if loads != 4 or stores != 4:
-        return f"the PTX has {loads} ld.global.b{bits} and {stores} st.global.b{bits}; each of the 256 threads {moves}"
-    if ptx.guarded(code) < loads + stores:
-        return f"some global accesses are not guarded by a predicate: {unguarded}"
-    return None
-
-
 def matrix_cases(seed: int, shapes: Any, transposed: bool = False) -> list[tuple[Any, ...]]:
     """Kernel-check cases: for each (shape, dtype) a random-normal input of that shape (a matrix, or a batch of
     them) and a NaN-poisoned output of the same shape or, `transposed`, with its last two modes swapped, as

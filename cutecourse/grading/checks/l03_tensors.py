@@ -14,7 +14,7 @@ from typing import Any
 
 import cutecourse.layout as eager
 from cutecourse.grading import sandbox
-from cutecourse.grading.checks import PTX_CASES, Check, exact_hint, input_of, matrix_cases, scalar_ptx_hint
+from cutecourse.grading.checks import Check, exact_hint, input_of, matrix_cases
 
 # --------------------------------------------------------------------------- 3.1 local_partition by hand
 
@@ -73,14 +73,32 @@ thread_coords = Check("thread_coords", "thread_coords", _partition_cases, _judge
 # --------------------------------------------------------------------------- 3.2 the batched transpose through smem
 
 
+#: (dtype, arch) of the batched transpose's PTX checks: each element width, both archs.
+PTX_CASES = [("float32", "sm_80"), ("bfloat16", "sm_80"), ("float16", "sm_90a")]
+
+
 def ptx_hint(code: Any, dtype: str) -> str | None:
     """What is wrong with the batched transpose's PTX for `dtype` (None if nothing): through a shared-memory tile
     with a barrier, 4 scalar global loads and 4 stores per thread, each guarded by a predicate."""
-    return scalar_ptx_hint(
-        code, dtype, smem=True,
-        moves="should read 4 elements of its matrix's 32x32 tile into shared memory and write 4 back out",
-        unguarded="with M or N not a multiple of 32, threads of the edge tiles would read and write outside the "
-                  "matrices (compare each element's coordinate in cS with the shape)")
+    from cutecourse.kernels import ptx
+
+    if not isinstance(code, str) or ".entry" not in code:
+        return f"expected the PTX text (a str with an .entry), got {type(code).__name__}"
+    bits = {"float32": 32, "float16": 16, "bfloat16": 16}[dtype]
+    loads, stores = ptx.count(code, f"ld.global.b{bits}"), ptx.count(code, f"st.global.b{bits}")
+    if not ptx.count(code, "st.shared") or not ptx.count(code, "ld.shared"):
+        return "the PTX never stores to and loads from shared memory: the tile must pass through sT"
+    if not ptx.count(code, "bar.sync"):
+        return ("no barrier between writing the tile to shared memory and reading it back: a thread would read "
+                "elements another thread has not written yet (cute.arch.sync_threads())")
+    if loads != 4 or stores != 4:
+        return (f"the PTX has {loads} ld.global.b{bits} and {stores} st.global.b{bits}; each of the 256 threads "
+                f"should read 4 elements of its matrix's 32x32 tile into shared memory and write 4 back out")
+    if ptx.guarded(code) < loads + stores:
+        return ("some global accesses are not guarded by a predicate: with M or N not a multiple of 32, threads of "
+                "the edge tiles would read and write outside the matrices (compare each element's coordinate in cS "
+                "with the shape)")
+    return None
 
 
 def ptx_case(dtype: str, arch: str) -> tuple[Any, ...]:
