@@ -29,6 +29,8 @@ import datetime
 import importlib
 import statistics
 import time
+from collections.abc import Callable
+from typing import Any
 
 from cutecourse.kernels import GEMM_STEPS as STEPS
 
@@ -90,6 +92,35 @@ def kernels_to_time(steps: list[int], variants: list[str]) -> dict[str, tuple]:
     return launches
 
 
+def settled_rounds(kernels: dict[str, Callable[[int], object]], rounds: int, settle_ms: float, clocks: Any,
+                   slow: Callable[[str], bool] = lambda name: False
+                   ) -> tuple[dict[str, list[float]], dict[str, list[tuple[float, float]]]]:
+    """Time `kernels` ({name: fn(i)}, as cutecourse.bench.median_ms calls them) in `rounds` interleaved rounds, the
+    odd rounds in the reverse order: in a round each kernel first runs alone for `settle_ms`, then is timed as the
+    median of 5 × 10 back-to-back launches (one launch, unsettled, for the `slow` ones). Returns each kernel's ms
+    per round and the (SM MHz, W) that `clocks` (a cutecourse.bench.Clocks) read while it ran (the module
+    docstring says why)."""
+    from cutecourse.bench import median_ms
+
+    times: dict[str, list[float]] = {name: [] for name in kernels}
+    power: dict[str, list[tuple[float, float]]] = {name: [] for name in kernels}
+    for r in range(rounds):
+        for name, fn in list(kernels.items())[::-1 if r % 2 else 1]:
+            unsettled = slow(name)
+            # Settle: run the kernel alone for settle_ms first, so that it is timed at the clocks its own power
+            # draw allows, not at those the previous kernel left behind.
+            once = median_ms(fn, reps=1, batch=1, warmup=1)
+            warmup = 1 if unsettled else max(3, int(settle_ms / max(once, 1e-3)))
+            t0 = time.monotonic()
+            times[name].append(median_ms(fn, reps=1 if unsettled else 5, batch=1 if unsettled else 10,
+                                         warmup=warmup))
+            # Clock and power over the second half of the settle and the timing (the first half ramps).
+            reading = clocks.during(t0 + (time.monotonic() - t0) / 2, time.monotonic())
+            if reading:
+                power[name].append(reading)
+    return times, power
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dtypes", nargs="+", default=["bfloat16", "float16"])
@@ -112,7 +143,7 @@ def main() -> None:
     import torch
     from tqdm import tqdm
 
-    from cutecourse.bench import Clocks, median_ms
+    from cutecourse.bench import Clocks
     from cutecourse.kernels import gemm_launch
 
     gpu = torch.cuda.get_device_name()
@@ -143,22 +174,8 @@ def main() -> None:
                     raise SystemExit(f"{step} {name} {(m, n, k)} is wrong: {problem}")
                 progress.write(f"{step} {name} {m}x{n}x{k}: correct; first call (compile + run) {compile_s:.1f} s")
                 kernels[step] = (lambda i, g=gemm, cfg=config: g(a, b, c, cfg))
-            rounds: dict[str, list[float]] = {kname: [] for kname in kernels}
-            power: dict[str, list[tuple[float, float]]] = {kname: [] for kname in kernels}
-            for r in range(args.rounds):
-                for kname, fn in list(kernels.items())[::-1 if r % 2 else 1]:
-                    slow = kname.startswith(tuple(SIMT))
-                    # Settle: run the kernel alone for --settle-ms first, so that it is timed at the clocks its own
-                    # power draw allows, not at those the previous kernel left behind.
-                    once = median_ms(fn, reps=1, batch=1, warmup=1)
-                    warmup = 1 if slow else max(3, int(args.settle_ms / max(once, 1e-3)))
-                    t0 = time.monotonic()
-                    rounds[kname].append(median_ms(fn, reps=1 if slow else 5, batch=1 if slow else 10,
-                                                   warmup=warmup))
-                    # Clock and power over the second half of the settle and the timing (the first half ramps).
-                    reading = clocks.during(t0 + (time.monotonic() - t0) / 2, time.monotonic())
-                    if reading:
-                        power[kname].append(reading)
+            rounds, power = settled_rounds(kernels, args.rounds, args.settle_ms, clocks,
+                                           slow=lambda kname: kname.startswith(tuple(SIMT)))
             base = statistics.median(rounds["torch.matmul"])
             for kname, times in rounds.items():
                 ms = statistics.median(times)

@@ -113,6 +113,11 @@ def execute(path: Path, timeout: int = 600) -> None:
     nb = nbformat.read(path, as_version=4)
     NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}},
                    skip_cells_with_tag="gpu").execute()
+    # Only the outputs are kept: the explorers' widget state (tens of KB, redrawn when the cell runs) and the
+    # timestamps of each run would only grow the notebook and its diffs.
+    nb.metadata.pop("widgets", None)
+    for cell in nb.cells:
+        cell.metadata.pop("execution", None)
     nbformat.write(nb, path)
 
 

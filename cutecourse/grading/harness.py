@@ -77,16 +77,37 @@ def _as_cute(t: Any, vector: int) -> Any:
     return x
 
 
-def _stand_ins(examples: list[Any], vector: int, device: str | None) -> list[Any]:
-    """CuTe tensors of the examples' dtypes and ranks, on fresh memory: what the host is traced with."""
+def _stand_ins(examples: list[Any], vector: int) -> list[Any]:
+    """CuTe tensors of the examples' dtypes and ranks, on fresh GPU memory: what the host is traced with."""
     import torch
 
     out = []
     for example in examples:
         if isinstance(example, TensorSpec):
             shape = (4,) * (example.ndim - 1) + (4 * vector,)
-            t = torch.empty(shape, dtype=getattr(torch, example.dtype), device=device or example.device)
-            out.append(_as_cute(t, vector))
+            out.append(_as_cute(torch.empty(shape, dtype=getattr(torch, example.dtype), device="cuda"), vector))
+        else:
+            out.append(example)
+    return out
+
+
+def _fake_stand_ins(examples: list[Any], vector: int) -> list[Any]:
+    """What `_as_cute` makes of a row-major tensor, without memory: a global-memory tensor of the example's dtype
+    and rank, every extent dynamic, the last divisible by `vector`, the base aligned to one vector. The PTX is that
+    of the launch, on a machine without a GPU (a CPU tensor would be in the generic address space, which cp.async
+    and TMA refuse)."""
+    import cutlass.cute as cute
+    import torch
+    from cutlass.cute.runtime import from_dlpack, make_fake_tensor
+
+    out = []
+    for example in examples:
+        if isinstance(example, TensorSpec):
+            n = example.ndim
+            dtype = from_dlpack(torch.empty(1, dtype=getattr(torch, example.dtype))).element_type
+            shape = tuple(cute.sym_int(divisibility=vector if mode == n - 1 else 1) for mode in range(n))
+            stride = tuple(cute.sym_int(divisibility=vector) for _ in range(n - 1)) + (1,)
+            out.append(make_fake_tensor(dtype, shape, stride, assumed_align=vector * dtype.width // 8))
         else:
             out.append(example)
     return out
@@ -109,7 +130,7 @@ def prepare(host: Any, examples: list[Any], vector: int = 1) -> Callable[..., No
     if compiled is None:
         import cutlass.cute as cute
 
-        compiled = _COMPILED[key] = cute.compile(host, *_stand_ins(examples, vector, "cuda"),
+        compiled = _COMPILED[key] = cute.compile(host, *_stand_ins(examples, vector),
                                                  course_launch.current_stream())
 
     def run(*args: Any) -> None:
@@ -140,7 +161,7 @@ def ptx(host: Any, arch: str, *args: Any, vector: int = 1) -> str:
     from cutecourse.kernels import ptx as course_ptx
 
     examples = [spec_of(a) for a in args]
-    return course_ptx.compile_ptx(host, *_stand_ins(examples, vector, "cpu"), make_fake_stream(), arch=arch)
+    return course_ptx.compile_ptx(host, *_fake_stand_ins(examples, vector), make_fake_stream(), arch=arch)
 
 
 def restricted(source: str) -> str | None:

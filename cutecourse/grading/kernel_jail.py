@@ -45,7 +45,8 @@ def _get_message(self: nbval.kernel.RunningKernel, stream: str, timeout: float |
     deadline = None if timeout is None else time.monotonic() + timeout
     while True:
         if not self.km.is_alive():
-            raise KernelGone("the notebook's kernel died (the learner's code ended its process)")
+            raise KernelGone("the notebook's kernel is gone: the learner's code ended its process, or an earlier "
+                             "cell ran out of time and the kernel was stopped")
         wait = _POLL_S if deadline is None else min(_POLL_S, max(0.0, deadline - time.monotonic()))
         try:
             msg = _original_get_message(self, stream, timeout=wait)

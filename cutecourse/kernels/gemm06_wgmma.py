@@ -28,7 +28,7 @@ A and B may each be K-major or MN-major: the shared-memory layouts (and the swiz
 and wgmma reads 16-bit operands either way. Needs sm_90a, and rows 16-byte aligned (TMA's rule).
 
 Config: tile_m 64 or 128 (each wgmma covers 64 rows), tile_n a multiple of 64 up to 256, at most 128 accumulators a
-thread; the stages fit the sm_90 shared memory.
+thread; at least 2 stages (one slot would deadlock), and they fit the sm_90 shared memory.
 
     gemm(a, b, c)   # c = a @ b; a (M, K), b (K, N) float16/bfloat16; c (M, N) float32/float16/bfloat16
 """
@@ -64,8 +64,9 @@ class Config:
             raise ValueError(f"{self}: tile_m must be 64 or 128, tile_n a multiple of 64 up to 256")
         if self.tile_m * self.tile_n > 128 * 128:
             raise ValueError(f"{self}: more than 128 accumulators a thread; make the tile smaller")
-        if self.stages < 1 or self.stages * (self.tile_m + self.tile_n) * self.tile_k * 2 > SMEM_BYTES - 1024:
-            raise ValueError(f"{self}: stages must be at least 1, and that many stages of 16-bit A and B tiles fit "
+        # One slot deadlocks: k-tile 1 would wait on the slot's full barrier before its load is issued.
+        if self.stages < 2 or self.stages * (self.tile_m + self.tile_n) * self.tile_k * 2 > SMEM_BYTES - 1024:
+            raise ValueError(f"{self}: stages must be at least 2, and that many stages of 16-bit A and B tiles fit "
                              f"the {SMEM_BYTES} bytes of shared memory a CTA may use")
 
 

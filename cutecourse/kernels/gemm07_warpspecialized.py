@@ -23,7 +23,7 @@ register moves ptxas would have to fence off from the asynchronous wgmma. The ep
 CTA.
 
 Config: tile_m 64, 128 or 256, tile_n a multiple of 64 up to 256, at most 128 accumulators a consumer thread;
-stages 0 (as many as fit) or as many as fit the sm_90 shared memory.
+stages 0 (as many as fit) or 2 or more that fit the sm_90 shared memory.
 
     gemm(a, b, c)   # c = a @ b; a (M, K), b (K, N) float16/bfloat16; c (M, N) float32/float16/bfloat16
 """
@@ -61,6 +61,8 @@ class Config:
             raise ValueError(f"{self}: tile_m must be 64, 128 or 256, tile_n a multiple of 64 up to 256")
         if self.tile_m * self.tile_n > 128 * 128 * self.consumer_warpgroups:
             raise ValueError(f"{self}: more than 128 accumulators a consumer thread; make the tile smaller")
+        if self.stages == 1 or self.stages < 0:  # one slot: the producer waits for a release that waits for it
+            raise ValueError(f"{self}: stages must be 0 (as many as fit) or at least 2")
 
     @property
     def consumer_warpgroups(self) -> int:

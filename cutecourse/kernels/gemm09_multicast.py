@@ -19,7 +19,7 @@ cooperative schedule; on an H200 its 128 × 256 tiles moved less data per FLOP t
 128 × 128 tile per warpgroup (step 10) and ran 3-5% faster (benchmarks/RESULTS.md).
 
 Config: tile_m 64, 128 or 256, tile_n a multiple of 64 up to 256 and of epi_n, at most 128 accumulators a consumer
-thread; stages 0 (as many as fit) or as many as fit the sm_90 shared memory; sms ≥ cluster_m · cluster_n.
+thread; stages 0 (as many as fit) or 2 or more that fit the sm_90 shared memory; sms ≥ cluster_m · cluster_n.
 
     gemm(a, b, c)   # c = a @ b; a (M, K), b (K, N) float16/bfloat16; c (M, N) float32/float16/bfloat16
 """
@@ -65,6 +65,8 @@ class Config:
             raise ValueError(f"{self}: tile_m must be 64, 128 or 256, tile_n a multiple of 64 up to 256 and of epi_n")
         if self.tile_m * self.tile_n > 128 * 128 * self.consumer_warpgroups:
             raise ValueError(f"{self}: more than 128 accumulators a consumer thread; make the tile smaller")
+        if self.stages == 1 or self.stages < 0:  # one slot: the producer waits for a release that waits for it
+            raise ValueError(f"{self}: stages must be 0 (as many as fit) or at least 2")
         if self.group_m < 1 or self.sms < self.cluster_m * self.cluster_n:
             raise ValueError(f"{self}: group_m must be at least 1 and sms at least cluster_m * cluster_n")
 

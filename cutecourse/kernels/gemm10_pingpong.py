@@ -62,6 +62,8 @@ class Config:
             raise ValueError(f"{self}: tile_m must be 64, 128 or 256, tile_n a multiple of 64 up to 256 and of epi_n")
         if self.tile_m * self.tile_n > 128 * 128:
             raise ValueError(f"{self}: more than 128 accumulators a consumer thread; make the tile smaller")
+        if self.stages == 1 or self.stages < 0:  # one slot: the producer waits for a release that waits for it
+            raise ValueError(f"{self}: stages must be 0 (as many as fit) or at least 2")
         if self.group_m < 1 or self.sms < self.cluster_m * self.cluster_n:
             raise ValueError(f"{self}: group_m must be at least 1 and sms at least cluster_m * cluster_n")
 
