@@ -157,7 +157,7 @@ def wavefronts(layout: LayoutLike, element_bits: int, access: Union[Access, Phas
     return _cost(L, rows_shape, access_phases(access, rows, cols, element_bits, "viz.wavefronts"), element_bits)
 
 
-def _ideal(phases: list[list[tuple[int, int]]], element_bits: int) -> int:
+def ideal_wavefronts(phases: list[list[tuple[int, int]]], element_bits: int) -> int:
     return sum(-(-len(set(p)) * element_bits // (8 * WAVEFRONT_BYTES)) for p in phases)
 
 
@@ -187,7 +187,7 @@ def bank_map(layout: LayoutLike, element_bits: int = 16, access: Optional[Union[
         phases = access_phases(access, rows, cols, element_bits, "viz.bank_map")
         touched = {c for p in phases for c in p}
         cost = _cost(L, rows_shape, phases, element_bits)
-        ideal = _ideal(phases, element_bits)
+        ideal = ideal_wavefronts(phases, element_bits)
         name = access.name if isinstance(access, Access) else "access"
         verdict = "conflict-free" if cost <= ideal else f"{cost / ideal:g}x the ideal"
         note = f"{name}: {cost} wavefront{'s' * (cost != 1)} (ideal {ideal}, {verdict})"

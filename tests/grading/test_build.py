@@ -218,3 +218,41 @@ def test_the_setup_cell_installs_on_colab_and_does_nothing_elsewhere(monkeypatch
     assert run_setup_cell(False, monkeypatch) == []
     assert run_setup_cell(True, monkeypatch) == [[sys.executable, "-m", "pip", "install", "-q",
                                                   f"cutecourse @ git+{repo.url}"], ["doctor"]]
+
+
+def top_level_bindings(source: str) -> dict[str, str]:
+    """Each name a cell binds at its top level (assignments, functions, classes), with what it binds it to."""
+    import ast
+
+    out = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out[node.name] = ast.dump(node)
+        elif isinstance(node, ast.Assign):
+            for target in node.targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        out[name.id] = ast.dump(node.value)
+    return out
+
+
+def clashes(cells: list[str]) -> list[str]:
+    seen: dict[str, tuple[int, str]] = {}
+    found = []
+    for i, source in enumerate(cells):
+        for name, value in top_level_bindings(source).items():
+            if name in seen and seen[name][1] != value:
+                found.append(f"{name} (answer cells {seen[name][0]} and {i})")
+            seen.setdefault(name, (i, value))
+    return found
+
+
+def test_answer_cells_do_not_rebind_each_others_names():
+    """A notebook's answer cells share one namespace (the learner's kernel, the grader's learner process): a later
+    answer that binds a name an earlier one uses, to something else, changes the earlier answer (lesson 6's two kernels
+    once both had a STAGES, 3 and 4). The same constant bound to the same value twice is fine."""
+    for path in sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb")):
+        cells = [nbio.source(c) for c in nbio.answers(nbio.load(path)).values()]
+        assert clashes(cells) == [], path.name
+    assert clashes(["STAGES = 3\ndef f(): return STAGES", "STAGES = 4"]) == ["STAGES (answer cells 0 and 1)"]
+    assert clashes(["TILE = 64, 64", "TILE = 64, 64"]) == []

@@ -222,6 +222,16 @@ def tiled_mma_for(warps_m, warps_n, k):
     return tuple(out)
 """),
     },
+    "06_smem_pipelines": {
+        "6.1": (["sw = make_swizzle(3, 3, 3)"], """
+def choose_swizzle(row_elements, element_bits):
+    return (3, 3, 3)
+"""),
+        "6.2": (["kt % stages", "kt // stages", "def passes(completed_phases, parity):"], """
+def ring_schedule(k_tiles, stages):
+    return [(kt % stages, (kt // stages) % 2, (kt // stages) % 2) for kt in range(k_tiles)]
+"""),
+    },
 }
 
 
@@ -249,6 +259,8 @@ def test_every_lesson_has_printed_code_or_says_why():
     grading test submits such calls and expects 0); 3.2 and 4.2, the kernels the lesson no longer prints; 4.3, whose
     answer the lesson does not compute; 5.1-5.3, where the lesson calls cutecourse.fragments (test_lesson_05 submits
     such calls and expects 0); 5.5 and 5.6, the kernels: test_lesson_05 submits what the lesson prints of step 3 as
-    those answers, and they earn no kernel points."""
+    those answers, and they earn no kernel points; 6.3, whose answer the lesson does not compute (test_lesson_06
+    submits step 7's own stage count); 6.4 and 6.5, the kernels: test_l06_cp_async and test_l06_tma_pipeline submit
+    the package's steps 4 and 6 as those answers, and they fail the PTX checks."""
     assert sorted(PRINTED) == LESSONS
 

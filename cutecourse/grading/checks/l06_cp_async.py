@@ -1,0 +1,130 @@
+"""Checks of exercise 6.4 (lesson 6): the cp.async multistage mainloop of a Tensor Core GEMM, a ring of `STAGES`
+shared-memory K tiles kept STAGES - 1 deep in flight, one wait and one barrier per K tile. Its PTX on any machine;
+real GEMMs on a GPU.
+
+The PTX check wants what the pipeline is made of: m16n8k16 MMAs fed by ldmatrix.x4, 16-byte ``cp.async.cg`` copies
+in commit groups (the prologue's and one per K tile), ``cp.async.wait_group 1`` (STAGES - 2) once, at the top of
+each K tile, no ``ld.global`` (A and B reach shared memory by cp.async only) and a barrier. The GEMMs are judged as
+lesson 5's (l05's `gemm_cases` and `gemm_hint`: float64 products of the inputs as the learner's process held them);
+the hidden tests (tests/hidden/test_06_smem_pipelines.py) use the same generators on shapes the notebook never
+shows, chosen so that the pipeline's bookkeeping shows: K below one tile, K over 2·STAGES tiles, ragged tails.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from typing import Any
+
+from cutecourse.grading.checks import Check
+from cutecourse.grading.checks import l05_tiled_mma as L5
+
+TILE_M, TILE_N, TILE_K = 64, 64, 64  # the answer cell's CTA tile
+STAGES = 3  # the answer cell's ring of K tiles
+VECTOR = L5.VECTOR  # 16-bit elements per 16-byte cp.async: N and K are multiples of it
+#: (dtype, arch) of the PTX check and the hidden PTX test: both 16-bit types, both archs.
+PTX_CASES = [(dtype, arch) for dtype in ("float16", "bfloat16") for arch in ("sm_80", "sm_90a")]
+
+_WAIT = re.compile(r"^\s*cp\.async\.wait_group\s+(\d+)\s*;", re.MULTILINE)
+#: A global -> shared cp.async and its cache level and size: ``cp.async.cg.shared.global [dst], [src], 16, src_size;``
+_CP_ASYNC = re.compile(r"^\s*(?:@!?%\w+\s+)?cp\.async\.(ca|cg)\.shared\.global\S*\s+\[[^\]]*\]\s*,\s*\[[^\]]*\]\s*,"
+                       r"\s*(\d+)", re.MULTILINE)
+
+
+def ptx_hint(code: Any) -> str | None:
+    """What is missing from, or wrong in, the PTX of a multistage mainloop; None if it has what the exercise asks."""
+    from cutecourse.kernels import ptx
+
+    code = L5._ptx_text(code)
+    if code is None:
+        return "expected the PTX text (a str with an .entry)"
+    if ptx.count(code, "ld.global"):
+        return (f"the PTX has {ptx.count(code, 'ld.global')} ld.global: A and B must reach shared memory by cp.async "
+                f"alone (copy_k_tile with the CopyG2SOp tiled copy), not through registers")
+    started, copies = ptx.count(code, "cp.async.ca") + ptx.count(code, "cp.async.cg"), _CP_ASYNC.findall(code)
+    if not started:
+        return ("no cp.async in the PTX: the prologue and the mainloop start each K tile's copies with copy_k_tile "
+                "(global -> shared, no registers in between)")
+    if len(copies) != started or any(cache != "cg" or size != "16" for cache, size in copies):
+        return ("every cp.async should be cp.async.cg.shared.global of 16 bytes (CopyG2SOp with cache GLOBAL, "
+                "num_bits_per_copy=128): one vector of 8 16-bit elements, cached in L2 only")
+    commits = ptx.count(code, "cp.async.commit_group")
+    if commits < 2:
+        return (f"the PTX has {commits} cp.async.commit_group: cp_async_wait_group counts commit groups, so the "
+                f"prologue commits one group per K tile it starts (even an empty one past the last tile) and the "
+                f"mainloop one per K tile it refills")
+    waits = [int(n) for n in _WAIT.findall(code)]
+    if not waits and not ptx.count(code, "cp.async.wait_all"):
+        return ("no cp.async.wait_group in the PTX: nothing waits for the copies, so ldmatrix can read a slot "
+                "before its K tile has landed (a barrier orders threads; it does not wait for cp.async)")
+    if any(n > STAGES - 2 for n in waits):
+        return (f"cp.async.wait_group {max(waits)} leaves {max(waits)} commit groups in flight; with "
+                f"STAGES = {STAGES} and one group per K tile, the group of the tile about to be read is among them")
+    ones = waits.count(STAGES - 2)
+    if not ones:
+        return ("the mainloop waits with cp.async.wait_group 0 (or wait_all): for every copy in flight, also those "
+                "of the tiles needed only later, so the loads stop overlapping the MMAs and the pipeline is "
+                f"serialised; wait until at most STAGES - 2 = {STAGES - 2} commit group is in flight")
+    if ones > 1:
+        return (f"the PTX has {ones} cp.async.wait_group {STAGES - 2}; this exercise waits once per K tile, at its "
+                f"top, before the barrier (a mainloop that waits again inside the tile double-buffers registers "
+                f"across tiles, as the package's step 4 does, and is not the one asked for)")
+    k16, other = ptx.count(code, "mma.sync.aligned.m16n8k16"), ptx.count(code, "mma.sync") - ptx.count(
+        code, "mma.sync.aligned.m16n8k16")
+    if not k16 or other:
+        return (f"the PTX has {k16} mma.sync.m16n8k16 and {other} other mma.sync: each k-block of every K tile "
+                f"runs cute.gemm(tiled_mma, ...) on the registers ldmatrix filled")
+    x4, ldsm = ptx.count(code, "ldmatrix.sync.aligned.m8n8.x4.shared"), ptx.count(code, "ldmatrix")
+    if not x4 or ldsm != x4:
+        return (f"the PTX has {x4} ldmatrix.x4 (no .trans) among {ldsm} ldmatrix: each k-block's A and B reach "
+                f"the registers through the given tiled copies tiled_copy_s2r_a/b (cute.copy of tCsA/tCsB's slot)")
+    return L5._common_ptx_hint(code)
+
+
+def ptx_case(dtype: str, arch: str) -> tuple[Any, ...]:
+    """A PTX case: the arch, then CPU stand-ins of A (M, K), B (N, K) in `dtype` and C (M, N) in fp32."""
+    return L5.gemm_ptx_case(dtype, arch, False)
+
+
+def cases(seed: int, shapes: list[tuple[int, int, int]], dtype: str) -> list[tuple[Any, ...]]:
+    """(A, B, poisoned C) per (M, N, K): random normal A (M, K) and B (N, K) in `dtype`, C (M, N) fp32 NaN."""
+    return L5.gemm_cases(seed, [(1, m, n, k) for m, n, k in shapes], dtype, False)
+
+
+def gemm_result_hint(case: tuple[Any, ...], out: Any) -> str | None:
+    """C = A @ B.T against the float64 product (l05's `gemm_hint`), with the pipeline's usual suspects named."""
+    hint = L5.gemm_hint(case, out, False)
+    if hint is None or "relative error" not in hint:
+        return hint
+    return (f"{hint}; in a pipeline: is each K tile read from the slot it was copied into, after its group "
+            f"landed, and does every K tile get copied once?")
+
+
+def random_shapes(rng: random.Random, count: int) -> list[tuple[int, int, int]]:
+    """(M, N, K): M any, N and K multiples of 8 (the launcher's promise) and mostly not of the tile."""
+    return [(rng.randint(1, 300), VECTOR * rng.randint(1, 40), VECTOR * rng.randint(1, 100)) for _ in range(count)]
+
+
+_rng = random.Random(604)
+#: The hidden tests' shapes (M, N, K). K = 8 and 24: below one K tile (the prologue's copies only, the second
+#: group empty); K = 64: exactly STAGES - 1 tiles; K over 2 * STAGES tiles with a ragged tail (the ring wraps
+#: twice); single rows and columns of tiles; then random ones.
+SHAPES = [(1, 8, 8), (65, 72, 24), (64, 64, 64), (127, 136, 2 * STAGES * TILE_K + 40), (3, 264, 16),
+          (200, 8, 9 * TILE_K + 8), (130, 200, 520)] + random_shapes(_rng, 5)
+#: The notebook's check: fewer and smaller, the same kinds.
+CHECK_SHAPES = [(64, 64, 32), (100, 72, 40), (7, 8, 8), (130, 136, 264)]
+
+
+def _judge_ptx(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
+    return ptx_hint(value)
+
+
+def _judge_gemm(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
+    (out,) = outputs
+    return gemm_result_hint(case, out)
+
+
+cp_async_ptx = Check("cp_async_ptx", "multistage_host", lambda: [ptx_case(d, a) for d, a in PTX_CASES], _judge_ptx,
+                     via="ptx", options=(("vector", VECTOR),))
+cp_async_gemm = Check("cp_async_gemm", "multistage_host", lambda: cases(607, CHECK_SHAPES, "float16"), _judge_gemm,
+                      gpu=80, via="launch", options=(("vector", VECTOR),))

@@ -1,0 +1,413 @@
+"""The pipeline explorer: a ring of ``stages`` shared-memory slots feeding the math, as a timeline of which k-tile
+each slot holds and when the math waits for a load.
+
+The model, in cycles (any unit: only the ratios matter). K-tile ``kt`` lives in slot ``kt % stages``; its load takes
+``load_latency`` and its MMA ``mma_time``; the MMA of k-tile ``kt`` starts when its load has landed and the MMA of
+k-tile ``kt - 1`` is done. When a load may start depends on who issues it (``issue``):
+
+- ``"cp.async"`` (gemm04): the threads that compute also issue the copies. The loads of k-tiles ``0 .. stages - 2``
+  start at 0; in iteration ``kt`` the threads wait for k-tile ``kt`` to land, then refill the slot k-tile ``kt - 1``
+  has just freed with k-tile ``kt + stages - 1``, then compute ``kt``. So a load starts when the MMA of the k-tile
+  ``stages - 1`` before it starts: ``stages - 1`` loads are in flight while one k-tile is computed. One stage is
+  step 3's loop: load, wait, compute, in turn. (gemm06's single warpgroup refills its slots the same way, but fills
+  all ``stages`` of them before its first MMA.)
+- ``"tma"`` (gemm07): a producer warp issues the loads. It fills all ``stages`` slots at 0, then refills a slot as
+  soon as the MMA of the k-tile in it is done (the slot's *empty* mbarrier), without waiting for the math.
+
+``load_gap`` is the bandwidth: consecutive loads start at least that many cycles apart (0: unlimited).
+
+What the model satisfies exactly (the tests pin it): after the first load (the *fill*, ``load_latency``, which no
+ring avoids), the math never waits, for any number of k-tiles, if and only if
+
+    ``load_gap ≤ mma_time``  and  ``(stages - 1) · mma_time ≥ load_latency``,
+
+i.e. ``stages ≥ ceil(load_latency / mma_time) + 1``; with one stage fewer it waits once there are more k-tiles than
+slots. This is Little's law: to keep one k-tile every ``mma_time`` cycles arriving over a latency of
+``load_latency``, ``load_latency / mma_time`` of them must be in flight, besides the one being computed. In the
+steady state one k-tile is done every ``max(mma_time, load_gap, load_latency / (stages - 1))`` cycles with cp.async
+(``load_latency + mma_time`` at one stage) and ``max(mma_time, load_gap, (load_latency + mma_time) / stages)``
+with TMA, whose slots go back into flight while the math waits.
+
+>>> s = simulate(stages=3, load_latency=500, mma_time=200, k_tiles=16)
+>>> s.tiles[5]
+KTile(kt=5, slot=2, load_start=1200, load_end=1700, mma_start=1700, mma_end=1900)
+>>> s.total, s.stalls, s.min_stages, f"{s.efficiency:.0%}"
+(4400, 700, 4, '73%')
+>>> simulate(4, 500, 200, 16).stalls  # ceil(500 / 200) + 1 = 4 stages hide the load
+0
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+from html import escape
+from numbers import Real
+from typing import TYPE_CHECKING, Mapping, Optional
+
+from .svg import Canvas, Picture, text_width
+
+if TYPE_CHECKING:
+    from .widgets import Explorer
+
+__all__ = ["ISSUES", "MAX_K_TILES", "MAX_STAGES", "KTile", "Schedule", "simulate", "describe", "timeline",
+           "pipeline_explorer"]
+
+#: Who issues the loads: the computing threads (cp.async, gemm04) or a producer warp (TMA + mbarriers, gemm07).
+ISSUES: tuple[str, ...] = ("cp.async", "tma")
+MAX_K_TILES = 64  # the most k-tiles a timeline draws: each keeps a block wide enough to read
+MAX_STAGES = 16  # the most slot rows a timeline draws
+_MAX_SIMULATED = 1 << 16  # the schedule is periodic after a few rounds of the ring: more k-tiles show nothing new
+
+
+@dataclass(frozen=True)
+class KTile:
+    """One k-tile's trip through the ring: its slot, when its load is in flight, when its MMA runs."""
+
+    kt: int
+    slot: int
+    load_start: float
+    load_end: float
+    mma_start: float
+    mma_end: float
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """What :func:`simulate` returns: the parameters and every k-tile's :class:`KTile`, in order."""
+
+    stages: int
+    load_latency: float
+    mma_time: float
+    k_tiles: int
+    issue: str
+    load_gap: float
+    tiles: tuple[KTile, ...]
+
+    @property
+    def total(self) -> float:
+        """When the last MMA ends: the mainloop's time."""
+        return self.tiles[-1].mma_end
+
+    @cached_property
+    def waits(self) -> tuple[float, ...]:
+        """Per k-tile, how long the math waits before its MMA (the first: the fill, the first load's latency)."""
+        ends = [0, *(t.mma_end for t in self.tiles[:-1])]
+        return tuple(t.mma_start - end for t, end in zip(self.tiles, ends))
+
+    @property
+    def math_waits(self) -> float:
+        """All the time the math waits: ``total - k_tiles · mma_time``."""
+        return sum(self.waits)
+
+    @property
+    def fill(self) -> float:
+        return self.waits[0]
+
+    @property
+    def stalls(self) -> float:
+        """The waits after the fill: what more stages (or more bandwidth) can remove."""
+        return self.math_waits - self.fill
+
+    @property
+    def efficiency(self) -> float:
+        """The fraction of the time the math computes: ``k_tiles · mma_time / total``."""
+        return self.k_tiles * self.mma_time / self.total
+
+    @property
+    def bandwidth_bound(self) -> bool:
+        """Loads cannot start as often as MMAs finish: no number of stages keeps the math busy."""
+        return self.load_gap > self.mma_time
+
+    @property
+    def min_stages(self) -> Optional[int]:
+        """Little's law: the fewest stages with which the math never waits after the fill; None if bandwidth-bound."""
+        return None if self.bandwidth_bound else math.ceil(self.load_latency / self.mma_time) + 1
+
+    @property
+    def hides_latency(self) -> bool:
+        """``stages ≥ min_stages``: the math never waits after the fill, however many k-tiles there are."""
+        return self.min_stages is not None and self.stages >= self.min_stages
+
+    @property
+    def period(self) -> float:
+        """Cycles per k-tile in the steady state (see the module docstring); ``mma_time`` when the latency is hidden."""
+        L, T, S = self.load_latency, self.mma_time, self.stages
+        latency = (L + T) / S if self.issue == "tma" else L / (S - 1) if S > 1 else L + T
+        return max(T, self.load_gap, latency)
+
+
+def _check_int(value: object, name: str, low: int, high: int, fn: str, fix: str) -> None:
+    if not (isinstance(value, int) and not isinstance(value, bool) and low <= value <= high):
+        raise ValueError(f"{fn}: {name}={value!r} must be an int from {low} to {high}; {fix}")
+
+
+def _check_time(value: object, name: str, fn: str, positive: bool) -> None:
+    if not (isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value)
+            and (value > 0 if positive else value >= 0)):
+        raise ValueError(f"{fn}: {name}={value!r} must be a number of cycles, {'> 0' if positive else '≥ 0'}, "
+                         f"e.g. {name}={200 if positive else 0}")
+
+
+def simulate(stages: int, load_latency: float, mma_time: float, k_tiles: int, issue: str = "cp.async",
+             load_gap: float = 0) -> Schedule:
+    """The schedule of ``k_tiles`` k-tiles through a ring of ``stages`` slots (the model: the module docstring).
+
+    >>> [(t.slot, t.load_start, t.mma_start) for t in simulate(1, 300, 100, 3).tiles]  # one stage: in turn
+    [(0, 0, 300), (0, 400, 700), (0, 800, 1100)]
+    >>> simulate(2, 300, 100, 8, issue="tma").period, simulate(2, 300, 100, 8).period
+    (200.0, 300.0)
+    """
+    fn = "simulate"
+    _check_int(stages, "stages", 1, _MAX_SIMULATED, fn, "stages is the number of shared-memory slots, e.g. 3")
+    _check_time(load_latency, "load_latency", fn, positive=False)
+    _check_time(mma_time, "mma_time", fn, positive=True)
+    _check_int(k_tiles, "k_tiles", 1, _MAX_SIMULATED, fn, "k_tiles is K / tile_k, e.g. 16 (the schedule is "
+                                                          "periodic after a few rounds of the ring)")
+    if issue not in ISSUES:
+        raise ValueError(f"{fn}: issue={issue!r} is not one of {ISSUES}: 'cp.async' when the computing threads "
+                         "issue the loads (gemm04), 'tma' for a producer warp (gemm07)")
+    _check_time(load_gap, "load_gap", fn, positive=False)
+    S, L, T = stages, load_latency, mma_time
+    tiles: list[KTile] = []
+    for j in range(k_tiles):
+        if issue == "tma" or S == 1:  # the slot's last tenant, k-tile j - S, must be computed
+            ready = tiles[j - S].mma_end if j >= S else 0
+        else:  # cp.async: issued in iteration j - S + 1, after its wait for k-tile j - S + 1 to land
+            ready = tiles[j - S + 1].mma_start if j >= S - 1 else 0
+        load_start = max(ready, tiles[-1].load_start + load_gap) if tiles else 0
+        mma_start = max(load_start + L, tiles[-1].mma_end if tiles else 0)
+        tiles.append(KTile(j, j % S, load_start, load_start + L, mma_start, mma_start + T))
+    return Schedule(S, L, T, k_tiles, issue, load_gap, tuple(tiles))
+
+
+def _n(x: float) -> str:
+    """A number of cycles as the readout writes it: 2200, 166.7."""
+    return str(int(x)) if float(x).is_integer() else f"{x:.1f}"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _check_measured(measured: object, fn: str) -> None:
+    ok = isinstance(measured, Mapping) and all(
+        isinstance(k, int) and not isinstance(k, bool) and k >= 1 and isinstance(v, Real) and not isinstance(v, bool)
+        and math.isfinite(v) and v > 0 for k, v in measured.items())
+    if not ok:
+        raise ValueError(f"{fn}: measured={measured!r} must map stage counts (ints ≥ 1) to TFLOP/s (numbers > 0), "
+                         "e.g. {3: 480.0, 4: 560.0}")
+
+
+def describe(schedule: Schedule, measured: Optional[Mapping[int, float]] = None,
+             measured_label: str = "the real kernel") -> list[str]:
+    """The explorer's readout, as lines: the ring, where the time goes, Little's law, and (given ``measured``, a
+    mapping ``{stages: TFLOP/s}`` of the real kernel) its speed at this stage count.
+
+    >>> for line in describe(simulate(3, 500, 200, 16), {3: 480.0, 4: 560.0}, "H200, gemm05 fp16 4096³"):
+    ...     print(line)
+    3 stages (cp.async: 2 loads in flight while one k-tile is computed); loads of 500 cycles, MMAs of 200, 16 k-tiles
+    total 4400 cycles: the math computes 3200 (73%) and waits 1200 = 500 to fill the pipeline + 700 stalled on loads
+    Little's law: (stages - 1) × 200 ≥ 500 needs 4 stages; with 3, one k-tile per 250 cycles (80% of the MMA's rate)
+    H200, gemm05 fp16 4096³: 480 TFLOP/s at 3 stages (measured at 3-4 stages, best 560 at 4)
+    """
+    s = schedule
+    if not isinstance(s, Schedule):
+        raise ValueError(f"describe: schedule={s!r} is not a Schedule; pass simulate(stages, load_latency, "
+                         "mma_time, k_tiles)")
+    if s.issue == "tma":
+        ring = "TMA: a producer warp refills each slot as soon as its MMA is done"
+    elif s.stages == 1:
+        ring = "cp.async with one slot: load, wait, compute, in turn"
+    else:
+        ring = f"cp.async: {_plural(s.stages - 1, 'load')} in flight while one k-tile is computed"
+    gap = f", a load at most every {_n(s.load_gap)} cycles" if s.load_gap else ""
+    lines = [f"{_plural(s.stages, 'stage')} ({ring}); loads of {_n(s.load_latency)} cycles, MMAs of "
+             f"{_n(s.mma_time)}, {_plural(s.k_tiles, 'k-tile')}{gap}",
+             f"total {_n(s.total)} cycles: the math computes {_n(s.k_tiles * s.mma_time)} ({s.efficiency:.0%}) and "
+             + (f"waits {_n(s.math_waits)} = {_n(s.fill)} to fill the pipeline + {_n(s.stalls)} stalled on loads"
+                if s.stalls else f"waits only the {_n(s.fill)} cycles of the fill (the first load)")]
+    rate = f"one k-tile per {_n(s.period)} cycles ({s.mma_time / s.period:.0%} of the MMA's rate)"
+    if s.min_stages is None:
+        lines.append(f"a load only every {_n(s.load_gap)} cycles, slower than one MMA: the loads are "
+                     f"bandwidth-bound, and no number of stages hides them; {rate}")
+    else:
+        verdict = "the math never waits after the fill" if s.hides_latency else rate
+        lines.append(f"Little's law: (stages - 1) × {_n(s.mma_time)} ≥ {_n(s.load_latency)} needs "
+                     f"{_plural(s.min_stages, 'stage')}; with {s.stages}, {verdict}")
+    if measured is not None:
+        _check_measured(measured, "describe")
+        known = sorted(measured)
+        at = f"{known[0]}-{known[-1]}" if known == list(range(known[0], known[-1] + 1)) and len(known) > 1 else \
+            ", ".join(map(str, known))
+        best = max(known, key=lambda k: measured[k])
+        where = f"measured at {at} stage{'' if known == [1] else 's'}"
+        lines.append(f"{measured_label}: {measured[s.stages]:.0f} TFLOP/s at {_plural(s.stages, 'stage')} ({where}, "
+                     f"best {measured[best]:.0f} at {best})" if s.stages in measured else
+                     f"{measured_label}: not measured at {_plural(s.stages, 'stage')} ({where})")
+    return lines
+
+
+# The picture: row labels left of the time axis, then the slots' rows, the math row, the axis and the note.
+_LEFT, _TOP, _PLOT_W, _ROW_H, _ROW_GAP = 70.0, 56.0, 740.0, 20.0, 4.0  # under 820 px: whole beside the side bar
+_LOAD, _LANDED, _MMA, _STALL, _FILL = "#99DDFF", "#EEDD88", "#44BB99", "#EE8866", "#DDDDDD"
+_LEGEND = ((_LOAD, "load in flight"), (_LANDED, "landed, waiting for the math"), (_MMA, "MMA"),
+           (_FILL, "fill (first load)"), (_STALL, "math waits for a load"))
+
+
+def _tick_step(total: float) -> float:
+    """A round step (1, 2 or 5 times a power of ten) giving at most 10 ticks over ``total``."""
+    step = 10 ** math.floor(math.log10(total / 10)) if total >= 10 else 1
+    for m in (1, 2, 5, 10):
+        if total / (m * step) <= 10:
+            return m * step
+    return 10 * step
+
+
+def _block(c: Canvas, x0: float, x1: float, y: float, fill: str, cls: str) -> None:
+    if x1 > x0:
+        c.rect(x0, y, x1 - x0, _ROW_H, fill=fill, stroke="#333", stroke_width=0.5, cls=cls)
+
+
+def _label(c: Canvas, x0: float, x1: float, y: float, text: str) -> None:
+    if text_width(text, 10) + 4 <= x1 - x0:  # a block too narrow keeps its label in its hover text only
+        c.text((x0 + x1) / 2, y + _ROW_H / 2, text, size=10, cls="kt")
+
+
+def timeline(schedule: Schedule) -> Picture:
+    """The schedule as a timeline, time to the right: a row per slot (each k-tile's load in flight, landed, and
+    computed, labelled by its ``kt``), a row for the math (MMAs, the fill, the stalls), a time axis and a note.
+
+    Each k-tile is a ``<g class="tile">`` in its slot's row and a ``<g class="mma">`` in the math row, with
+    ``data-kt`` and its times; each wait a ``<g class="wait">`` (``wait fill`` for the first). The whole drawing is a
+    ``<g class="pipeline">`` whose ``data-efficiency`` and ``data-stalls`` say how it went.
+
+    >>> p = timeline(simulate(3, 500, 200, 16))
+    >>> p.svg.count('<g class="tile"'), p.svg.count('<g class="wait'), 'data-efficiency="0.7273"' in p.svg
+    (16, 8, True)
+    """
+    s = schedule
+    if not isinstance(s, Schedule):
+        raise ValueError(f"timeline: schedule={s!r} is not a Schedule; pass simulate(stages, load_latency, "
+                         "mma_time, k_tiles)")
+    if s.k_tiles > MAX_K_TILES:
+        raise ValueError(f"timeline: k_tiles={s.k_tiles} is more than the {MAX_K_TILES} a timeline draws legibly; "
+                         f"simulate at most {MAX_K_TILES} (the steady state shows within a few rounds of the ring)")
+    if s.stages > MAX_STAGES:
+        raise ValueError(f"timeline: stages={s.stages} is more than the {MAX_STAGES} slot rows a timeline draws; "
+                         f"simulate at most {MAX_STAGES} stages")
+    scale = _PLOT_W / s.total
+    rows = min(s.stages, s.k_tiles)  # a slot no k-tile reaches stays empty: not drawn
+
+    def x(t: float) -> float:
+        return _LEFT + t * scale
+
+    def y(row: int) -> float:  # the math row sits a gap below the slots
+        return _TOP + row * (_ROW_H + _ROW_GAP) + (8 if row == rows else 0)
+
+    c = Canvas(_LEFT + _PLOT_W, 0)
+    how = "cp.async" if s.issue == "cp.async" else "TMA + mbarriers"
+    gap = f", loads ≥ {_n(s.load_gap)} apart" if s.load_gap else ""
+    c.text(4, 12, f"{how}, {_plural(s.stages, 'stage')}: loads of {_n(s.load_latency)} cycles, MMAs of "
+                  f"{_n(s.mma_time)}, {_plural(s.k_tiles, 'k-tile')}{gap}", size=13, anchor="start", cls="title",
+           weight="bold")
+    at = _LEFT
+    for fill, what in _LEGEND:
+        c.rect(at, 27, 12, 12, fill=fill, stroke="#333", stroke_width=0.5, cls="legend")
+        c.text(at + 16, 33, what, size=10, anchor="start", cls="legend")
+        at += 16 + text_width(what, 10) + 16
+    c.raw(f'<g class="pipeline" data-stages="{s.stages}" data-issue="{s.issue}" data-efficiency="{s.efficiency:.4f}" '
+          f'data-stalls="{_n(s.stalls)}">')
+    for slot in range(rows):
+        c.text(_LEFT - 6, y(slot) + _ROW_H / 2, f"slot {slot}", size=10, anchor="end", cls="row")
+    for t in s.tiles:
+        times = {"kt": t.kt, "slot": t.slot, "load-start": t.load_start, "load-end": t.load_end,
+                 "mma-start": t.mma_start, "mma-end": t.mma_end}
+        data = "".join(f' data-{k}="{_n(v)}"' for k, v in times.items())
+        landed = "" if t.mma_start == t.load_end else f", waits {_n(t.mma_start - t.load_end)} for the math"
+        c.raw(f'<g class="tile"{data}><title>k-tile {t.kt} in slot {t.slot}: loading {_n(t.load_start)}-'
+              f'{_n(t.load_end)}{landed}, computed {_n(t.mma_start)}-{_n(t.mma_end)}</title>')
+        top = y(t.slot)
+        _block(c, x(t.load_start), x(t.load_end), top, _LOAD, "load")
+        _block(c, x(t.load_end), x(t.mma_start), top, _LANDED, "landed")
+        _block(c, x(t.mma_start), x(t.mma_end), top, _MMA, "computed")
+        _label(c, x(t.load_start), x(t.mma_end), top, str(t.kt))
+        c.raw("</g>")
+    top = y(rows)
+    c.text(_LEFT - 6, top + _ROW_H / 2, "math", size=10, anchor="end", cls="row", weight="bold")
+    for t, wait in zip(s.tiles, s.waits):
+        if wait > 0:
+            kind = "wait fill" if t.kt == 0 else "wait"
+            why = "the first load (the fill)" if t.kt == 0 else f"k-tile {t.kt}'s load"
+            c.raw(f'<g class="{kind}" data-kt="{t.kt}" data-cycles="{_n(wait)}"><title>the math waits {_n(wait)} '
+                  f'cycles for {why}</title>')
+            _block(c, x(t.mma_start - wait), x(t.mma_start), top, _FILL if t.kt == 0 else _STALL, "wait")
+            c.raw("</g>")
+        c.raw(f'<g class="mma" data-kt="{t.kt}"><title>MMA of k-tile {t.kt}: {_n(t.mma_start)}-{_n(t.mma_end)}'
+              f'</title>')
+        _block(c, x(t.mma_start), x(t.mma_end), top, _MMA, "mma")
+        _label(c, x(t.mma_start), x(t.mma_end), top, str(t.kt))
+        c.raw("</g>")
+    axis = top + _ROW_H + 8
+    c.line(_LEFT, axis, _LEFT + _PLOT_W, axis, cls="axis")
+    step = _tick_step(s.total)
+    for i in range(int(s.total // step) + 1):
+        c.line(x(i * step), axis, x(i * step), axis + 4, cls="tick")
+        c.text(x(i * step), axis + 12, _n(i * step), size=9, cls="tick")
+    c.text(_LEFT - 14, axis + 12, "cycles", size=9, anchor="end", cls="tick")
+    c.raw("</g>")
+    c.text(4, axis + 32, f"efficiency {s.efficiency:.0%}: the math waits {_n(s.math_waits)} of {_n(s.total)} cycles "
+                         f"({_n(s.fill)} fill + {_n(s.stalls)} stalls); steady state: {_n(s.period)} cycles per "
+                         f"k-tile", size=11, anchor="start", cls="note")
+    return Picture(c.finish(), f"pipeline of {s.stages} stages")
+
+
+def pipeline_explorer(stages: int = 3, load_latency: int = 500, mma_time: int = 200, k_tiles: int = 16,
+                      issue: str = "cp.async", load_gap: int = 0, measured: Optional[Mapping[int, float]] = None,
+                      measured_label: str = "the real kernel") -> Explorer:
+    """Sliders for the stages (1-8), the load latency, the MMA time, the k-tiles (up to :data:`MAX_K_TILES`) and
+    the load gap, and a menu for who issues the loads; the timeline redraws and the readout (:func:`describe`)
+    gives the efficiency, the waits, Little's law's minimum stages and, given ``measured`` (``{stages: TFLOP/s}``
+    of the real kernel, named by ``measured_label``), its speed at the slider's stage count.
+
+    >>> ex = pipeline_explorer(measured={4: 560.0}, measured_label="H200, gemm05")
+    >>> ex.controls["stages"].value = 4
+    >>> print(*ex.readout.value.split("<br>")[2:], sep="\\n")
+    Little's law: (stages - 1) × 200 ≥ 500 needs 4 stages; with 4, the math never waits after the fill
+    H200, gemm05: 560 TFLOP/s at 4 stages (measured at 4 stages, best 560 at 4)
+    """
+    fn = "pipeline_explorer"
+    _check_int(stages, "stages", 1, 8, fn, "the slider goes from 1 to 8")
+    _check_int(k_tiles, "k_tiles", 1, MAX_K_TILES, fn, f"the slider goes from 1 to {MAX_K_TILES}")
+    _check_int(load_latency, "load_latency", 0, 4000, fn, "the slider goes from 0 to 4000 cycles")
+    _check_int(mma_time, "mma_time", 10, 1000, fn, "the slider goes from 10 to 1000 cycles")
+    _check_int(load_gap, "load_gap", 0, 1000, fn, "the slider goes from 0 to 1000 cycles")
+    if issue not in ISSUES:
+        raise ValueError(f"{fn}: issue={issue!r} is not one of {ISSUES}")
+    if measured is not None:
+        _check_measured(measured, fn)
+
+    from .widgets import Explorer, W  # ipywidgets: only the explorer needs it
+
+    def draw(ex: Explorer) -> str:
+        c = ex.controls
+        s = simulate(c["stages"].value, c["load_latency"].value, c["mma_time"].value, c["k_tiles"].value,
+                     c["issue"].value, c["load_gap"].value)
+        ex.readout.value = "<br>".join(escape(line, quote=False) for line in describe(s, measured, measured_label))
+        return timeline(s).svg
+
+    def slider(value: int, low: int, high: int, step: int, description: str) -> W.IntSlider:
+        return W.IntSlider(value=value, min=low, max=high, step=step, description=description,
+                           continuous_update=False, layout=W.Layout(width="320px"))
+
+    controls = {
+        "issue": W.Dropdown(options=[("cp.async (gemm04)", "cp.async"), ("TMA + producer warp (gemm07)", "tma")],
+                            value=issue, description="Loads:", layout=W.Layout(width="320px")),
+        "stages": slider(stages, 1, 8, 1, "Stages:"),
+        "load_latency": slider(load_latency, 0, 4000, 10, "Load latency:"),
+        "mma_time": slider(mma_time, 10, 1000, 10, "MMA time:"),
+        "k_tiles": slider(k_tiles, 1, MAX_K_TILES, 1, "K-tiles:"),
+        "load_gap": slider(load_gap, 0, 1000, 10, "Load gap:"),
+    }
+    return Explorer("pipeline", controls, draw, readout=True)

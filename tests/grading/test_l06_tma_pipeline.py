@@ -1,0 +1,209 @@
+"""Exercise 6.5 (the full/empty mbarrier hand-off of a TMA + wgmma GEMM with a producer warp): the answer and its
+wrong variants are kernel code; the PTX check passes the solution for both dtypes and fails, with a hint that names
+what is missing, a consumer that never waits for its slot and the package's own step 6 (one warpgroup that loads
+and multiplies, no producer warp); the two deadlocking variants (the producer's parity, the empty barrier's arrival
+count) compile to what the PTX check passes, so only the GPU test can catch them, by its timeout; the GPU check's
+judge passes the right product and fails unwritten or wrong outputs. On a Hopper GPU: the solution passes the GPU
+check in a jailed learner process, each deadlock is stopped at its call's timeout, and a fresh process still runs the
+solution on the GPU afterwards.
+
+The wrong variants are edits of the solution (and the package's step 6, assembled from its source), so they follow
+both as they change.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cutecourse.grading import checks, harness, sandbox
+from cutecourse.grading.checks import l06_tma_pipeline as L
+
+from .conftest import answer_from_file, lesson_solution
+from .test_lesson_05 import edited
+
+LESSON = "06_smem_pipelines"
+pytestmark = pytest.mark.slow  # each PTX compile of the kernel takes about a second
+
+
+def solution() -> str:
+    """6.5's answer cell, markers included."""
+    return lesson_solution(LESSON, "6.5")
+
+
+def without_line(source: str, start: str) -> str:
+    """`source` without the one line whose code starts with `start`."""
+    pattern = re.compile(rf"^[ \t]*{re.escape(start)}.*\n", re.MULTILINE)
+    assert len(pattern.findall(source)) == 1, f"the solution no longer has one line starting {start!r}"
+    return pattern.sub("", source)
+
+
+def step6_answer() -> str:
+    """The package's step 6 (gemm06_wgmma: one warpgroup of 128 threads, warp 0 loading between its wgmma batches)
+    as a 6.5 answer: its kernel, its loader and the course's epilogue from their source, launched by the
+    solution's host with step 6's 128 threads. It computes the right GEMM."""
+    from cutecourse.kernels import gemm06_wgmma, gemm_launch
+
+    sol = solution()
+    header, host = sol[:sol.index("\n@cute.kernel")], sol[sol.index("\n@cute.jit\ndef tma_host"):]
+    host = edited(host, ("sA_layout, sB_layout, ab).launch(", "sA_layout, sB_layout, ab, tiler).launch("),
+                  ("block=(TMA_THREADS, 1, 1)", "block=(WARPGROUP_THREADS, 1, 1)"),
+                  ("tma_kernel(", "_kernel("))
+    parts = [textwrap.dedent(inspect.getsource(f)) for f in (gemm_launch.store_inside, gemm06_wgmma._load)]
+    kernel = edited(textwrap.dedent(inspect.getsource(gemm06_wgmma._kernel)),
+                    ("gemm_launch.store_inside(", "store_inside("))
+    return "\n\n".join([header, "from cutlass.memory import SmemAllocator",
+                        "WARPGROUP_THREADS, WARPGROUP_WARPS = cute.arch.THREADS_PER_WARPGROUP, "
+                        "cute.arch.WARPS_PER_WARPGROUP", *parts, kernel]) + "\n" + host
+
+
+#: Each a whole answer cell with one classic mistake.
+WRONG = {
+    # (a) the producer waits for the phase the consumers complete, not the one before: a fresh barrier's current
+    # phase never completes on its own, so the first wait on every slot blocks forever.
+    "parity": edited(solution(), ("cute.arch.mbarrier_wait(empty + s, ((kt // TMA_STAGES) & 1) ^ 1)",
+                                  "cute.arch.mbarrier_wait(empty + s, (kt // TMA_STAGES) & 1)")),
+    # (b) empty counts a thread per consumer (128) where one elected thread per warp arrives (4): the first refill
+    # waits forever, once the ring wraps (more than TMA_STAGES k-tiles).
+    "count": edited(solution(), ("EMPTY_ARRIVALS = CONSUMER_WARPS", "EMPTY_ARRIVALS = 32 * CONSUMER_WARPS")),
+    # (c) the consumers never wait for full: wgmma reads slots TMA has not written yet.
+    "no_full_wait": without_line(solution(), "cute.arch.mbarrier_wait(full + s,"),
+    # (d) the package's step 6: right numbers, but no producer warp.
+    "step6": step6_answer(),
+}
+#: The wrong variants the PTX check passes: their instructions are the hand-off's, their mistake is in the counts.
+DEADLOCKS = ("parity", "count")
+#: What the PTX check says of the others.
+PTX_HINTS = {"no_full_wait": "the consumers wait until a slot is full, the producer until it is empty",
+             "step6": "has CTAs of 128 threads"}
+
+
+def load(tmp_path: Path, source: str):
+    return answer_from_file(tmp_path, source, "tma_host")  # the DSL reads a jit function's source from its file
+
+
+def test_the_answer_and_every_wrong_variant_are_kernel_code():
+    for name, source in {"solution": solution(), **WRONG}.items():
+        assert harness.restricted(source) is None, (name, harness.restricted(source))
+    assert "### BEGIN SOLUTION" in solution() and solution().count("### BEGIN SOLUTION") == 3
+
+
+def test_the_ptx_check_passes_the_solution_for_both_dtypes(capsys, tmp_path):
+    assert checks.tma_ptx(load(tmp_path, solution())) is True
+    assert capsys.readouterr().out.strip() == f"✓ tma_ptx: all {len(L.PTX_CASES)} cases pass"
+
+
+@pytest.mark.parametrize("name", sorted(PTX_HINTS))
+def test_the_ptx_check_fails_a_kernel_without_the_hand_off_with_a_hint(capsys, tmp_path, name):
+    assert checks.tma_ptx(load(tmp_path, WRONG[name])) is False
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert line.startswith("✗ tma_ptx: ") and PTX_HINTS[name] in line, line
+
+
+@pytest.mark.parametrize("name", DEADLOCKS)
+def test_the_deadlocking_variants_compile_to_what_the_ptx_check_passes(tmp_path, name):
+    assert checks.tma_ptx(load(tmp_path, WRONG[name])) is True
+
+
+@pytest.fixture(scope="module")
+def solution_ptx(tmp_path_factory) -> str:
+    import torch
+
+    host = load(tmp_path_factory.mktemp("ptx"), solution())
+    a, b, c = torch.zeros(64, 96, dtype=torch.float16), torch.zeros(96, 64, dtype=torch.float16), torch.zeros(64, 64)
+    return harness.ptx(host, "sm_90a", a, b, c, vector=L.VECTOR)
+
+
+def test_the_solution_compiles_to_the_instructions_of_the_hand_off(solution_ptx):
+    from cutecourse.kernels import ptx
+
+    assert L.block_threads(solution_ptx) == L.TMA_THREADS == 160
+    assert ptx.count(solution_ptx, "mbarrier.init") == 2 * L.TMA_STAGES  # full and empty, unrolled over the slots
+    assert ptx.count(solution_ptx, "mbarrier.try_wait.parity") == 2  # the producer's wait and the consumers'
+    assert ptx.count(solution_ptx, "setmaxnreg") == 0  # not asked for: a single producer warp is no warpgroup
+
+
+@pytest.mark.parametrize("edit, hint", [
+    (lambda p: p.replace("wgmma.mma_async", "nop.wgmma"), "no wgmma.mma_async"),
+    (lambda p: p + "\n\tmma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {};\n", "not through registers"),
+    (lambda p: p.replace("cp.async.bulk.tensor", "nop.bulk"), "no TMA load"),
+    (lambda p: re.sub(r"\.reqntid 160", ".reqntid 128", p), "has CTAs of 128 threads"),
+    (lambda p: re.sub(r"\.reqntid [^\n]*", "", p), "declares no CTA size"),
+    (lambda p: p.replace("mbarrier.init", "nop.init"), "no mbarrier.init"),
+    (lambda p: p.replace("mbarrier.arrive.expect_tx", "nop.expect_tx"), "announce the bytes"),
+    (lambda p: re.sub(r"mbarrier\.arrive\.shared", "nop.arrive", p), "never release a slot"),
+    (lambda p: p.replace("mbarrier.try_wait", "nop.wait", 1), "has 1 mbarrier wait;"),
+    (lambda p: 42, "expected the PTX text"),
+])
+def test_each_missing_piece_of_the_ptx_has_its_own_hint(solution_ptx, edit, hint):
+    assert L.ptx_hint(solution_ptx) is None
+    got = L.ptx_hint(edit(solution_ptx))
+    assert got is not None and hint in got, got
+
+
+def test_the_ptx_hints_do_not_give_the_parities_or_the_counts_away(solution_ptx):
+    hints = [L.ptx_hint(solution_ptx.replace(op, "nop.x")) for op in (
+        "mbarrier.init", "mbarrier.arrive.expect_tx", "mbarrier.arrive.shared", "mbarrier.try_wait")]
+    for hint in hints:
+        assert hint and not re.search(r"\^|//|% ?2|& ?1|TMA_STAGES|init\(|\b128\b|\b4\b", hint), hint
+
+
+def test_the_gpu_checks_judge_passes_the_product_and_fails_unwritten_or_wrong_outputs():
+    import numpy as np
+
+    from cutecourse.grading.checks import input_of
+
+    for case in L.cases(650, [(7, 8, 8), (130, 136, 520)], "bfloat16"):
+        want = input_of(case) @ input_of(case[1:])
+        assert L.gemm_result_hint(case, want.astype(np.float32)) is None
+        unwritten = want.copy()
+        unwritten[-1, -8:] = np.nan
+        assert "never written" in L.gemm_result_hint(case, unwritten)
+        raced = want.copy()
+        raced[:, :8] = 0  # a k-tile's products read from a slot before it landed, here all of them, for 8 columns
+        assert "refilled before its wgmmas were done" in L.gemm_result_hint(case, raced)
+
+
+def test_the_checks_shapes_make_the_ring_wrap():
+    """A wrong arrival count on empty deadlocks only when a slot is refilled: some K must need more k-tiles than
+    there are slots."""
+    assert any(-(-k // L.TMA_TILE_K) > L.TMA_STAGES for _, _, k in L.SHAPES)
+    assert all(n % L.VECTOR == 0 and k % L.VECTOR == 0 for _, n, k in L.SHAPES)
+
+
+# --------------------------------------------------------------------------- on a Hopper GPU: deadlocks are stopped
+
+
+def learner(source: str, timeout: float) -> sandbox.Learner:
+    return sandbox.Learner([{"label": "exercise 6.5", "exercise": "6.5", "source": source}], timeout=timeout)
+
+
+def test_in_a_learner_process_the_ptx_check_passes_the_solution_and_fails_step_6():
+    """The grader's path: the answer in a jailed process of its own, compiled there, the PTX judged here."""
+    with learner(solution(), 300) as process:
+        assert checks.grade(checks.tma_ptx, process) == f"✓ tma_ptx: all {len(L.PTX_CASES)} cases pass"
+    with learner(WRONG["step6"], 300) as process:
+        line = checks.grade(checks.tma_ptx, process)
+        assert line.startswith("✗ tma_ptx: ") and PTX_HINTS["step6"] in line, line
+
+
+@pytest.mark.gpu(90)
+def test_on_a_gpu_the_solution_passes_the_gpu_check_in_a_learner_process():
+    with learner(solution(), 300) as process:
+        assert checks.grade(checks.tma_gemm, process).startswith(checks.PASS)
+
+
+@pytest.mark.gpu(90)
+def test_on_a_gpu_a_deadlock_is_stopped_at_the_timeout_and_the_next_process_runs():
+    """The wrong parity (test_lesson_06 grades the wrong count the same way, end to end)."""
+    ring = L.cases(651, [(130, 136, 520)], "float16")[0]  # 9 k-tiles: the ring wraps
+    with learner(WRONG["parity"], 30) as process:
+        with pytest.raises(sandbox.LearnerError, match="timed out after 30 s"):
+            process.call("tma_host", *ring, via="launch", options={"vector": L.VECTOR})
+    with learner(solution(), 300) as process:  # the GPU is free again: the dead process's context is gone
+        _, (out,) = process.call("tma_host", *ring, via="launch", options={"vector": L.VECTOR})
+        assert L.gemm_result_hint(ring, out) is None

@@ -1,0 +1,124 @@
+"""Hidden tests of lesson 6: the swizzle for every row length and element width on tiles of 8 and 16 rows; the ring
+schedule for random k-tile and stage counts (more k-tiles than twice the stages, odd stage counts, one stage, fewer
+k-tiles than stages); the deepest pipeline for random tiles, widths, epilogues and CTA counts on every arch; and the
+two kernels: their PTX for both 16-bit dtypes (and both archs for the cp.async one), then on a GPU real GEMMs on
+random ragged shapes (M any, N and K multiples of 8 but not of the tile, K below one tile, K over 2·STAGES tiles),
+fp16 and bf16, poisoned C, against float64. A GPU test checks the kernel's PTX first, so that a kernel the exercise
+did not ask for (the package's own step) earns nothing. The TMA + wgmma GEMM (a producer warp, the mbarrier
+hand-off, a 160-thread CTA) also runs rings that wrap many times; a kernel that deadlocks is stopped at the call's
+timeout and scores 0 there.
+
+References: cutecourse.viz.banks (wavefronts), a model of mbarrier phases, cutecourse.hw.occupancy, and float64
+products of the inputs as the learner's process held them, within the course launcher's bounds.
+"""
+
+import random
+
+import pytest
+
+from cutecourse.grading import sandbox
+from cutecourse.grading.checks import l06_cp_async as L4
+from cutecourse.grading.checks import l06_tma_pipeline as TMA
+from cutecourse.grading.checks import l06_smem_pipelines as L
+
+
+@pytest.mark.exercise("6.1", points=2)
+def test_choose_swizzle_for_every_row_length_and_element_width(learner):
+    for row_bytes in L.ROW_BYTES:
+        for bits in L.ELEMENT_BITS:
+            row_elements = row_bytes * 8 // bits
+            got, _ = learner.call("choose_swizzle", row_elements, bits)
+            hint = L.swizzle_hint(row_elements, bits, got, rows_list=(8, 16))
+            assert hint is None, f"choose_swizzle({row_elements}, {bits}) gave {got!r}: {hint}"
+
+
+@pytest.mark.exercise("6.2", points=2)
+def test_ring_schedule_for_random_rings(learner):
+    rng = random.Random(602)
+    cases = {(9, 4), (23, 5), (7, 7), (3, 8), (11, 1), (1, 1), (2, 3)} | {L.random_ring_case(rng) for _ in range(12)}
+    for k_tiles, stages in sorted(cases):
+        got, _ = learner.call("ring_schedule", k_tiles, stages)
+        hint = L.ring_hint(k_tiles, stages, got)
+        assert hint is None, f"ring_schedule({k_tiles}, {stages}): {hint}"
+
+
+@pytest.mark.exercise("6.3", points=2)
+def test_max_stages_for_random_tiles_on_every_arch(learner):
+    rng = random.Random(603)
+    cases = [(128, 256, 64, 16, arch, 0, 1) for arch in L.ARCHS] + [(256, 256, 128, 16, "sm_86", 0, 1)]
+    cases += [L.random_stages_case(rng) for _ in range(24)]
+    for case in cases:
+        got, _ = learner.call("max_stages", *case)
+        hint = L.stages_hint(case, got)
+        assert hint is None, f"max_stages{case!r} gave {got!r}: {hint}"
+
+
+def assert_multistage_ptx(learner, dtype: str, arch: str) -> None:
+    code, _ = learner.call("multistage_host", *L4.ptx_case(dtype, arch), via="ptx", options={"vector": L4.VECTOR},
+                           timeout=300)
+    problem = L4.ptx_hint(code)
+    assert problem is None, f"multistage_host for {dtype} on {arch}: {problem}"
+
+
+@pytest.mark.exercise("6.4", points=1)
+def test_multistage_mainloop_ptx_for_both_dtypes_and_archs(learner):
+    for dtype, arch in L4.PTX_CASES:
+        assert_multistage_ptx(learner, dtype, arch)
+
+
+@pytest.mark.exercise("6.4", points=3)
+@pytest.mark.gpu(80)
+def test_multistage_gemm_on_random_ragged_shapes(learner):
+    for dtype in ("float16", "bfloat16"):
+        assert_multistage_ptx(learner, dtype, "sm_80")  # the pipeline the exercise asks for, not the package's
+    for dtype in ("float16", "bfloat16"):
+        for case in L4.cases(6040 + len(dtype), L4.SHAPES, dtype):
+            _, (out,) = learner.call("multistage_host", *case, via="launch", options={"vector": L4.VECTOR},
+                                     timeout=300)
+            problem = L4.gemm_result_hint(case, out)
+            assert problem is None, f"multistage_host {dtype} C {tuple(out.shape)}: {problem}"
+
+
+_rng65 = random.Random(6505)
+# (M, N, K): single elements of a tile; ragged M, N and K below one tile; K = 320 and 520, the first rings that wrap
+# (5 and 9 k-tiles: a refill waits on empty); a long K (33 k-tiles, the ring wraps 8 times, both parities many
+# times); several CTAs in both directions; then random ones.
+TMA_SHAPES = [(1, 8, 8), (65, 72, 40), (127, 8, 520), (128, 128, 256), (128, 128, 320), (200, 136, 2056),
+              (3, 264, 16), (513, 392, 264)]
+TMA_SHAPES += [(_rng65.randint(1, 400), 8 * _rng65.randint(1, 50), 8 * _rng65.randint(1, 160)) for _ in range(4)]
+#: Seconds a launch may take, its compile included (about 2 s on an H200), before it counts as a deadlock.
+TMA_TIMEOUT_S = 30
+DEADLOCK_HINT = ("the kernel never finished: a deadlock, some mbarrier wait whose phase never completes. Which phase "
+                 "parity does each wait expect on its first pass over the ring, and does each barrier receive as many "
+                 "arrivals as its count asks for?")
+
+
+def assert_tma_ptx(learner, dtype: str, arch: str) -> None:
+    code, _ = learner.call("tma_host", *TMA.ptx_case(dtype, arch), via="ptx", options={"vector": TMA.VECTOR},
+                           timeout=300)
+    problem = TMA.ptx_hint(code)
+    assert problem is None, f"tma_host for {dtype} on {arch}: {problem}"
+
+
+@pytest.mark.exercise("6.5", points=1)
+def test_tma_pipeline_ptx_for_both_dtypes(learner):
+    for dtype, arch in TMA.PTX_CASES:
+        assert_tma_ptx(learner, dtype, arch)
+
+
+@pytest.mark.exercise("6.5", points=3)
+@pytest.mark.gpu(90)
+def test_tma_pipeline_gemm_on_random_ragged_shapes(learner):
+    for dtype, arch in TMA.PTX_CASES:
+        assert_tma_ptx(learner, dtype, arch)  # the kernel the exercise asks for: a producer warp, the hand-off
+    for dtype in ("float16", "bfloat16"):
+        for shape, case in zip(TMA_SHAPES, TMA.cases(6550 + len(dtype), TMA_SHAPES, dtype)):
+            try:
+                _, (out,) = learner.call("tma_host", *case, via="launch", options={"vector": TMA.VECTOR},
+                                         timeout=TMA_TIMEOUT_S)
+            except sandbox.LearnerError as exc:
+                if "timed out" in str(exc):
+                    pytest.fail(f"tma_host {dtype} (M, N, K) = {shape}: {DEADLOCK_HINT} ({exc})")
+                raise
+            problem = TMA.gemm_result_hint(case, out)
+            assert problem is None, f"tma_host {dtype} (M, N, K) = {shape}: {problem}"
