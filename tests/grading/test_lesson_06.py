@@ -268,6 +268,7 @@ def test_on_a_gpu_a_deadlocked_pipeline_scores_its_ptx_points_and_the_grading_go
     assert "timed out" in output[f"check {GPU_CHECKS['6.5']}"], output[f"check {GPU_CHECKS['6.5']}"]
     assert "deadlock" in output[f"hidden test_{GPU_HIDDEN['6.5']}"], output[f"hidden test_{GPU_HIDDEN['6.5']}"]
     assert time.monotonic() - start < 400
+    (tmp_path / "after").mkdir()
     after = submit(tmp_path / "after", {"6.4": prefetch_one_short()}, exercises={"6.4"})
     assert after.exercises()["6.4"] == (2.0, 6.0), reports.summary(after)
     assert "relative error" in {t.name.split(" (")[0]: t.output for t in after.tests}[
