@@ -275,6 +275,21 @@ def test_on_a_gpu_a_deadlocked_pipeline_scores_its_ptx_points_and_the_grading_go
         f"hidden test_{GPU_HIDDEN['6.4']}"]
 
 
+#: 6.4 with its swizzle counted in the wrong unit: M = 2 keeps 4 16-bit elements together, not a 16-byte vector, so
+#: the swizzle moves half-vectors and every cp.async and ldmatrix row lands 8 bytes off its alignment.
+WRONG_SWIZZLE_6_4 = solution("6.4").replace("cute.make_swizzle(3, 3, 3)", "cute.make_swizzle(3, 2, 3)")
+
+
+@pytest.mark.gpu(80)
+def test_on_a_gpu_a_wrong_swizzle_fails_the_gemm_and_the_grader_survives(tmp_path):
+    assert WRONG_SWIZZLE_6_4 != solution("6.4")
+    report = submit(tmp_path, {"6.4": WRONG_SWIZZLE_6_4}, exercises={"6.4"})
+    assert report.exercises()["6.4"][0] <= 2.0, reports.summary(report)
+    state = statuses(report)
+    assert state[f"hidden test_{GPU_HIDDEN['6.4']}"] == grader.FAILED, reports.summary(report)
+    assert state[f"check {GPU_CHECKS['6.4']}"] == grader.FAILED, reports.summary(report)
+
+
 def test_the_gpu_tests_kernels_compile_to_what_the_ptx_checks_pass(tmp_path):
     """On any machine: the GPU test's wrong kernels pass the PTX checks, so only their numbers or their hang can fail
     them there."""
