@@ -134,7 +134,9 @@ def cell_count(page) -> int:
     return page.eval_on_selector(SVG, "svg => svg.querySelectorAll('g.cell').length")
 
 
-def run_all_cells(page, lab: str) -> None:
+def run_all_cells(page, lab: str, pictures: tuple[str, ...] | None = None) -> None:
+    """Run the notebook's cells, then wait until each of `pictures` (CSS selectors of SVGs; the demo's three
+    explorers by default) is drawn."""
     page.goto(lab)
     page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status=idle]")  # keys sent earlier are lost
     # On a loaded machine the first "Run All" can reach a kernel that is not listening yet and run nothing: try again.
@@ -148,8 +150,8 @@ def run_all_cells(page, lab: str) -> None:
         except Exception:  # noqa: BLE001 - playwright's TimeoutError; the last try's failure is the next wait's
             if attempt == 2:
                 raise
-    for explorer in (EXPLORER, ROOFLINE, DIVIDE):
-        page.wait_for_selector(f"{explorer} .cc-picture svg")
+    for picture in pictures or tuple(f"{e} .cc-picture svg" for e in (EXPLORER, ROOFLINE, DIVIDE)):
+        page.wait_for_selector(picture)
 
 
 def test_layout_explorer_redraws_when_the_shape_changes(sync_api, lab, tmp_path):

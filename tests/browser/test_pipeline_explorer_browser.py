@@ -17,7 +17,7 @@ import pytest
 from cutecourse.viz.pipeline import simulate
 
 from .test_explorer_browser import (  # noqa: F401 - sync_api is a fixture
-    CHROMIUM, FLAGS, MIN_TRACK_PX, outside, screenshot_dir, serving, sync_api,
+    CHROMIUM, FLAGS, MIN_TRACK_PX, outside, run_all_cells, screenshot_dir, serving, sync_api,
 )
 
 pytestmark = pytest.mark.browser
@@ -84,24 +84,6 @@ def drawn(stages: int) -> dict:
             "stalls": sum(w > 0 for w in s.waits[1:])}
 
 
-def run_the_cell(page, lab: str) -> None:
-    """Run the notebook's cell until the explorer shows: on a loaded machine the first "Run All" can reach a kernel
-    that is not listening yet and run nothing (as test_explorer_browser.run_all_cells, for this one explorer)."""
-    page.goto(lab)
-    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status=idle]")  # keys sent earlier are lost
-    for attempt in range(3):
-        page.click(".jp-CodeCell .jp-InputArea-editor")
-        page.click("li.lm-MenuBar-item:has-text('Run')")
-        page.click("li.lm-Menu-item:has-text('Run All Cells')")
-        try:
-            page.wait_for_selector(".jp-InputPrompt:has-text('[1]')", timeout=30_000)
-            break
-        except Exception:  # noqa: BLE001 - playwright's TimeoutError; the last try's failure is the next wait's
-            if attempt == 2:
-                raise
-    page.wait_for_selector(f"{PICTURE} svg")
-
-
 def readout(page) -> list[str]:
     return page.inner_text(f"{EXPLORER} .cc-readout").splitlines()
 
@@ -123,7 +105,7 @@ def test_the_pipeline_explorer_redraws_for_the_stages_and_is_whole(sync_api, lab
         page.set_default_timeout(120_000)  # a loaded 2-core CI machine starts kernels slowly
         shots = screenshot_dir(tmp_path)
         try:
-            run_the_cell(page, lab)
+            run_all_cells(page, lab, (f"{PICTURE} svg",))
             assert page.evaluate(DRAWN, PICTURE) == drawn(3) and drawn(3)["stalls"] == 7
             assert readout(page)[2].startswith("Little's law: (stages - 1) × 200 ≥ 500 needs 4 stages; with 3, ")
             assert readout(page)[3].startswith(f"{LABEL}: 480 TFLOP/s at 3 stages")

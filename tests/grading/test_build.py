@@ -35,15 +35,32 @@ def test_exercises_are_up_to_date(course):
     assert build.build(course, check=True) == []
 
 
+def given_lines(nb: dict) -> set[str]:
+    """The stripped code lines a solution notebook shows outside its answers (what the exercise keeps anyway)."""
+    lines = set()
+    for cell in nb["cells"]:
+        if cell.get("cell_type") == "code":
+            inside = False
+            for line in nbio.source(cell).splitlines():
+                inside = (inside or nbio.BEGIN in line) and nbio.END not in line
+                if not inside:
+                    lines.add(line.strip())
+    return lines
+
+
 @pytest.mark.parametrize("course", COURSES, ids=lambda p: p.name)
 def test_no_solution_text_leaks_into_exercises(course):
+    """No line of an answer is in its exercise notebook, unless the solution shows it outside its answers too
+    (given code that happens to repeat an idiom of the answer: `with cute.arch.elect_one():`)."""
     for solution in sorted((course / "solutions").glob("[0-9][0-9]_*.ipynb")):
         exercise = nbio.load(course / "exercises" / solution.name)
         text = json.dumps(exercise)
         assert nbio.BEGIN not in text and nbio.END not in text
-        for cell in nbio.answers(nbio.load(solution)).values():
+        master = nbio.load(solution)
+        given = given_lines(master)
+        for cell in nbio.answers(master).values():
             for line in solution_lines(cell):
-                assert line not in text, f"{solution.name}: solution line {line!r} is in the exercise"
+                assert line in given or line not in text, f"{solution.name}: solution line {line!r} is in the exercise"
 
 
 def test_demo_has_a_solution_to_check():

@@ -114,7 +114,7 @@ PTX_MISTAKES = {
     "no wait": (lambda: without_wait(solution()), "nothing waits for the copies"),
     "wait_group(STAGES - 1)": (lambda: edited(solution(), (WAIT, WAIT.replace("- 2", "- 1"))),
                                "leaves 2 commit groups in flight"),
-    "wait_group(0)": (lambda: edited(solution(), (WAIT, "cute.arch.cp_async_wait_group(0)")), "serialised"),
+    "wait_group(0)": (lambda: edited(solution(), (WAIT, "cute.arch.cp_async_wait_group(0)")), "a stage fewer"),
     "the package's gemm04, adapted": (gemm04_adapted, "waits once per K tile"),
     "the package's gemm04, verbatim": (gemm04_verbatim, "is not defined"),
 }

@@ -53,24 +53,25 @@ def test_max_stages_for_random_tiles_on_every_arch(learner):
         assert hint is None, f"max_stages{case!r} gave {got!r}: {hint}"
 
 
-def assert_multistage_ptx(learner, dtype: str, arch: str) -> None:
-    code, _ = learner.call("multistage_host", *L4.ptx_case(dtype, arch), via="ptx", options={"vector": L4.VECTOR},
+def assert_ptx(learner, host: str, checks, dtype: str, arch: str) -> None:
+    """`host`'s PTX for `dtype` on `arch`, judged by the hint of its exercise's checks module."""
+    code, _ = learner.call(host, *checks.ptx_case(dtype, arch), via="ptx", options={"vector": checks.VECTOR},
                            timeout=300)
-    problem = L4.ptx_hint(code)
-    assert problem is None, f"multistage_host for {dtype} on {arch}: {problem}"
+    problem = checks.ptx_hint(code)
+    assert problem is None, f"{host} for {dtype} on {arch}: {problem}"
 
 
 @pytest.mark.exercise("6.4", points=1)
 def test_multistage_mainloop_ptx_for_both_dtypes_and_archs(learner):
     for dtype, arch in L4.PTX_CASES:
-        assert_multistage_ptx(learner, dtype, arch)
+        assert_ptx(learner, "multistage_host", L4, dtype, arch)
 
 
 @pytest.mark.exercise("6.4", points=3)
 @pytest.mark.gpu(80)
 def test_multistage_gemm_on_random_ragged_shapes(learner):
     for dtype in ("float16", "bfloat16"):
-        assert_multistage_ptx(learner, dtype, "sm_80")  # the pipeline the exercise asks for, not the package's
+        assert_ptx(learner, "multistage_host", L4, dtype, "sm_80")  # the pipeline asked for, not the package's
     for dtype in ("float16", "bfloat16"):
         for case in L4.cases(6040 + len(dtype), L4.SHAPES, dtype):
             _, (out,) = learner.call("multistage_host", *case, via="launch", options={"vector": L4.VECTOR},
@@ -93,24 +94,17 @@ DEADLOCK_HINT = ("the kernel never finished: a deadlock, some mbarrier wait whos
                  "arrivals as its count asks for?")
 
 
-def assert_tma_ptx(learner, dtype: str, arch: str) -> None:
-    code, _ = learner.call("tma_host", *TMA.ptx_case(dtype, arch), via="ptx", options={"vector": TMA.VECTOR},
-                           timeout=300)
-    problem = TMA.ptx_hint(code)
-    assert problem is None, f"tma_host for {dtype} on {arch}: {problem}"
-
-
 @pytest.mark.exercise("6.5", points=1)
 def test_tma_pipeline_ptx_for_both_dtypes(learner):
     for dtype, arch in TMA.PTX_CASES:
-        assert_tma_ptx(learner, dtype, arch)
+        assert_ptx(learner, "tma_host", TMA, dtype, arch)
 
 
 @pytest.mark.exercise("6.5", points=3)
 @pytest.mark.gpu(90)
 def test_tma_pipeline_gemm_on_random_ragged_shapes(learner):
     for dtype, arch in TMA.PTX_CASES:
-        assert_tma_ptx(learner, dtype, arch)  # the kernel the exercise asks for: a producer warp, the hand-off
+        assert_ptx(learner, "tma_host", TMA, dtype, arch)  # a producer warp and the hand-off
     for dtype in ("float16", "bfloat16"):
         for shape, case in zip(TMA_SHAPES, TMA.cases(6550 + len(dtype), TMA_SHAPES, dtype)):
             try:

@@ -63,12 +63,12 @@ def ptx_hint(code: Any) -> str | None:
     ones = waits.count(STAGES - 2)
     if not ones:
         return ("the mainloop waits with cp.async.wait_group 0 (or wait_all): for every copy in flight, also those "
-                "of the tiles needed only later, so the loads stop overlapping the MMAs and the pipeline is "
-                f"serialised; wait until at most STAGES - 2 = {STAGES - 2} commit group is in flight")
+                "of the tiles needed only later, so only the copy issued after the wait overlaps the MMAs and the "
+                "ring works as if it had a stage fewer; wait for the group of the tile about to be read only")
     if ones > 1:
         return (f"the PTX has {ones} cp.async.wait_group {STAGES - 2}; this exercise waits once per K tile, at its "
-                f"top, before the barrier (a mainloop that waits again inside the tile double-buffers registers "
-                f"across tiles, as the package's step 4 does, and is not the one asked for)")
+                f"top, before the barrier, and nowhere else (a second wait, before the loop or inside the tile, is "
+                f"for a register double buffer across tiles, as in the package's step 4: not the mainloop asked for)")
     k16, other = ptx.count(code, "mma.sync.aligned.m16n8k16"), ptx.count(code, "mma.sync") - ptx.count(
         code, "mma.sync.aligned.m16n8k16")
     if not k16 or other:

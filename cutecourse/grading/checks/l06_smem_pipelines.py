@@ -91,7 +91,8 @@ def swizzle_hint(row_elements: int, element_bits: int, value: Any, rows_list: tu
             if cost > ideal:
                 return (f"with {name} on a {rows} x {row_elements} tile of {element_bits}-bit elements, {what} "
                         f"take {cost} wavefronts (the fewest possible is {ideal}): some of those addresses still "
-                        f"share a bank; which address bits tell the rows apart, and which bits pick the bank?")
+                        f"share a bank; which address bits tell the 128-byte lines apart, and which pick the 16-byte "
+                        f"chunk?")
     return None
 
 
