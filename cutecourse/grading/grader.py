@@ -160,7 +160,7 @@ def answer_source(cell: dict[str, Any], answers: dict[str, dict[str, Any]]) -> s
     code only becomes a line that raises why, so that the exercise fails with it."""
     info = nbio.meta(cell)
     text = nbio.source(answers.get(info["exercise"], cell))
-    why = harness.restricted(text) if info.get("kernel") else None
+    why = harness.restricted(text, info.get("forbid", [])) if info.get("kernel") else None
     if why:
         return f"raise PermissionError({'exercise ' + info['exercise'] + ' is not graded: ' + why!r})\n"
     return text
@@ -283,10 +283,11 @@ def needed_cells(cells: list[dict[str, str]], roots: set[str] = frozenset()) -> 
 
 
 def forbidden(master: dict[str, Any]) -> dict[str, list[str]]:
-    """Per exercise, the functions its answer may not use (the answer cell's ``forbid`` metadata)."""
+    """Per exercise, the functions its answer may not use (the answer cell's ``forbid`` metadata), made stubs in its
+    learner process; a kernel exercise's are refused in its source instead (`answer_source`)."""
     found = {}
     for cell in master["cells"]:
-        if nbio.is_answer(cell):
+        if nbio.is_answer(cell) and not nbio.meta(cell).get("kernel"):
             names = nbio.meta(cell).get("forbid", [])
             found[nbio.meta(cell)["exercise"]] = [str(n) for n in names] if isinstance(names, list) else []
     return found

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 #: Modules a kernel answer may import (and nothing else): the DSL, math, typing helpers.
 KERNEL_IMPORTS = ("cutlass", "math", "typing", "functools", "operator")
@@ -164,12 +164,22 @@ def ptx(host: Any, arch: str, *args: Any, vector: int = 1) -> str:
     return course_ptx.compile_ptx(host, *_fake_stand_ins(examples, vector), make_fake_stream(), arch=arch)
 
 
-def restricted(source: str) -> str | None:
-    """None if `source` is kernel code only (see the module docstring), else what is not, with its line."""
+def restricted(source: str, forbid: Sequence[str] = ()) -> str | None:
+    """None if `source` is kernel code only (see the module docstring) and names nothing of `forbid` (dotted names
+    of modules or functions, e.g. "cutlass.pipeline"), else what is wrong, with its line.
+
+    A kernel exercise's ``forbid`` is kept here, in the source, not by stubs in the learner's process (those close
+    ctypes, which the DSL's compiler needs): kernel code has no reflection, so every way it can reach a module or a
+    function is an import or an attribute chain from one, and each is read off the syntax tree."""
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
         return f"line {exc.lineno}: {exc.msg}"
+    used = _forbidden_use(tree, tuple(forbid))
+    if used:
+        line, name = used
+        return (f"line {line}: `{name}` is not available to this answer: the exercise asks you to write what it "
+                f"does yourself")
     for node in ast.walk(tree):
         line = getattr(node, "lineno", "?")
         if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -192,4 +202,38 @@ def restricted(source: str) -> str | None:
             for inner in ast.walk(node):
                 if isinstance(inner, (ast.Import, ast.ImportFrom)):
                     return f"line {inner.lineno}: import at the top of the cell, not inside a function"
+    return None
+
+
+def _forbidden_use(tree: ast.AST, forbid: tuple[str, ...]) -> tuple[int, str] | None:
+    """(line, dotted name) of the first import or attribute chain in `tree` that names something of `forbid`."""
+    if not forbid:
+        return None
+
+    def hit(dotted: str) -> bool:
+        return any(dotted == f or dotted.startswith(f + ".") for f in forbid)
+
+    aliases: dict[str, str] = {}  # a name an import binds -> the dotted name it stands for
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if hit(a.name):
+                    return node.lineno, a.name
+                aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for a in node.names:
+                dotted = f"{node.module}.{a.name}"
+                if hit(node.module) or hit(dotted):
+                    return node.lineno, dotted
+                aliases[a.asname or a.name] = dotted
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            chain, inner = [node.attr], node.value
+            while isinstance(inner, ast.Attribute):
+                chain.append(inner.attr)
+                inner = inner.value
+            if isinstance(inner, ast.Name) and inner.id in aliases:
+                dotted = ".".join([aliases[inner.id], *reversed(chain)])
+                if hit(dotted):
+                    return node.lineno, dotted
     return None

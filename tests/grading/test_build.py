@@ -44,7 +44,7 @@ def given_lines(nb: dict) -> set[str]:
             for line in nbio.source(cell).splitlines():
                 inside = (inside or nbio.BEGIN in line) and nbio.END not in line
                 if not inside:
-                    lines.add(line.strip())
+                    lines |= {line.strip(), line.split("  #")[0].strip()}  # with and without its comment
     return lines
 
 

@@ -31,6 +31,9 @@ def solution() -> str:
 
 
 WAIT = "cute.arch.cp_async_wait_group(STAGES - 2)"
+LOOP = "    for kt in range(k_tiles):\n"
+BARRIER = "        cute.arch.sync_threads()\n"
+COMMIT = "        cute.arch.cp_async_commit_group()  # one group per K tile, even an empty one\n"
 
 
 def without_wait(source: str) -> str:
@@ -116,6 +119,13 @@ PTX_MISTAKES = {
                                "leaves 2 commit groups in flight"),
     "wait_group(0)": (lambda: edited(solution(), (WAIT, "cute.arch.cp_async_wait_group(0)")), "a stage fewer"),
     "the package's gemm04, adapted": (gemm04_adapted, "waits once per K tile"),
+    "the wait hoisted out of the loop": (lambda: edited(without_wait(solution()), (LOOP, f"    {WAIT}\n{LOOP}")),
+                                         "the wait sits outside the K loop"),
+    "the refill before the barrier": (lambda: edited(solution(), (BARRIER, ""), (COMMIT, f"{COMMIT}{BARRIER}")),
+                                      "before the barrier after its wait"),
+    "wait_group(0), and a wait_group 1 outside": (lambda: edited(solution(), (WAIT, "cute.arch.cp_async_wait_group(0)"),
+                                                                 (LOOP, f"    {WAIT}\n{LOOP}")),
+                                                  "waits once per K tile"),
     "the package's gemm04, verbatim": (gemm04_verbatim, "is not defined"),
 }
 def prefetch_one_short() -> str:

@@ -74,12 +74,17 @@ WRONG = {
     "no_full_wait": without_line(solution(), "cute.arch.mbarrier_wait(full + s,"),
     # (d) the package's step 6: right numbers, but no producer warp.
     "step6": step6_answer(),
+    # (e) the slot released right after the batch's commit: TMA may refill it while its wgmmas still read it (a race
+    # an H200 would likely let pass, TMA being slower than a batch; the PTX shows it).
+    "release_before_wait": without_line(solution(), "warpgroup.wait_group(1)"),
+    # (f) the ring by the DSL's pipeline classes, which the exercise asks to write by hand: refused in the source.
+    "pipeline_classes": "from cutlass import pipeline\n" + solution(),
 }
 #: The wrong variants the PTX check passes: their instructions are the hand-off's, their mistake is in the counts.
 DEADLOCKS = ("parity", "count")
 #: What the PTX check says of the others.
 PTX_HINTS = {"no_full_wait": "the consumers wait until a slot is full, the producer until it is empty",
-             "step6": "has CTAs of 128 threads"}
+             "step6": "has CTAs of 128 threads", "release_before_wait": "with no warpgroup.wait_group"}
 
 
 def load(tmp_path: Path, source: str):
@@ -90,6 +95,18 @@ def test_the_answer_and_every_wrong_variant_are_kernel_code():
     for name, source in {"solution": solution(), **WRONG}.items():
         assert harness.restricted(source) is None, (name, harness.restricted(source))
     assert "### BEGIN SOLUTION" in solution() and solution().count("### BEGIN SOLUTION") == 3
+
+
+def test_the_pipeline_classes_are_refused_in_the_answers_source():
+    """6.5 forbids cutlass.pipeline (its metadata); the grader refuses any way the kernel code names it."""
+    from .conftest import forbidden
+
+    names = forbidden(LESSON, "6.5")
+    assert names == ["cutlass.pipeline"]
+    assert harness.restricted(solution(), names) is None
+    assert "`cutlass.pipeline` is not available" in harness.restricted(WRONG["pipeline_classes"], names)
+    aliased = solution().replace("import cutlass\n", "import cutlass as c\nx = c.pipeline.PipelineTmaAsync\n", 1)
+    assert "`cutlass.pipeline.PipelineTmaAsync` is not available" in harness.restricted(aliased, names)
 
 
 def test_the_ptx_check_passes_the_solution_for_both_dtypes(capsys, tmp_path):

@@ -228,6 +228,13 @@ def test_a_submission_that_calls_the_package_scores_zero(tmp_path):
     assert_forbidden_calls_score_zero(tmp_path, LESSON, CALLS_PACKAGE)
 
 
+def test_a_tma_pipeline_built_on_the_dsls_pipeline_classes_scores_zero(tmp_path):
+    report = submit(tmp_path, {"6.5": TMA_WRONG["pipeline_classes"]}, exercises={"6.5"})
+    assert report.exercises()["6.5"][0] == 0.0, reports.summary(report)
+    output = {t.name.split(" (")[0]: t.output for t in report.tests}
+    assert "`cutlass.pipeline` is not available" in output[f"hidden test_{CPU_HIDDEN['6.5']}"]
+
+
 def test_an_answer_that_hangs_scores_zero_at_the_timeout_and_the_rest_is_graded(tmp_path):
     hang = "def ring_schedule(k_tiles, stages):\n    while True:\n        pass\n"
     start = time.monotonic()

@@ -3,8 +3,8 @@ shared-memory K tiles kept STAGES - 1 deep in flight, one wait and one barrier p
 real GEMMs on a GPU.
 
 The PTX check wants what the pipeline is made of: m16n8k16 MMAs fed by ldmatrix.x4, 16-byte ``cp.async.cg`` copies
-in commit groups (the prologue's and one per K tile), ``cp.async.wait_group 1`` (STAGES - 2) once, at the top of
-each K tile, no ``ld.global`` (A and B reach shared memory by cp.async only) and a barrier. The GEMMs are judged as
+in commit groups (the prologue's and one per K tile), a single wait, inside the K loop and before the barrier that
+comes before the loop's refill, no ``ld.global`` (A and B reach shared memory by cp.async only). The GEMMs are judged as
 lesson 5's (l05's `gemm_cases` and `gemm_hint`: float64 products of the inputs as the learner's process held them);
 the hidden tests (tests/hidden/test_06_smem_pipelines.py) use the same generators on shapes the notebook never
 shows, chosen so that the pipeline's bookkeeping shows: K below one tile, K over 2·STAGES tiles, ragged tails.
@@ -65,10 +65,15 @@ def ptx_hint(code: Any) -> str | None:
         return ("the mainloop waits with cp.async.wait_group 0 (or wait_all): for every copy in flight, also those "
                 "of the tiles needed only later, so only the copy issued after the wait overlaps the MMAs and the "
                 "ring works as if it had a stage fewer; wait for the group of the tile about to be read only")
-    if ones > 1:
-        return (f"the PTX has {ones} cp.async.wait_group {STAGES - 2}; this exercise waits once per K tile, at its "
-                f"top, before the barrier, and nowhere else (a second wait, before the loop or inside the tile, is "
-                f"for a register double buffer across tiles, as in the package's step 4: not the mainloop asked for)")
+    every = len(waits) + ptx.count(code, "cp.async.wait_all")
+    if every > 1:
+        return (f"the PTX has {every} cp.async waits; this exercise waits once per K tile, at its top, before the "
+                f"barrier, and nowhere else: one wait in a plain range(k_tiles) loop (a second wait, before the loop "
+                f"or inside the tile, is for a register double buffer across tiles, as in the package's step 4; an "
+                f"unrolled loop repeats the wait)")
+    problem = _placement_hint(code)
+    if problem:
+        return problem
     k16, other = ptx.count(code, "mma.sync.aligned.m16n8k16"), ptx.count(code, "mma.sync") - ptx.count(
         code, "mma.sync.aligned.m16n8k16")
     if not k16 or other:
@@ -79,6 +84,27 @@ def ptx_hint(code: Any) -> str | None:
         return (f"the PTX has {x4} ldmatrix.x4 (no .trans) among {ldsm} ldmatrix: each k-block's A and B reach "
                 f"the registers through the given tiled copies tiled_copy_s2r_a/b (cute.copy of tCsA/tCsB's slot)")
     return L5._common_ptx_hint(code)
+
+
+_LABEL = re.compile(r"^(\$\w+):", re.MULTILINE)
+
+
+def _placement_hint(code: str) -> str | None:
+    """The wait must sit in the K loop (between a label and a branch back to it), and a barrier must come between
+    it and the next copy the loop starts (the refill of the slot the previous tile used)."""
+    lines = code.splitlines()
+    at = next(i for i, line in enumerate(lines) if "cp.async.wait_" in line)
+    labels = {m.group(1): i for i, line in enumerate(lines[:at]) for m in [_LABEL.match(line.strip())] if m}
+    looped = any(re.search(rf"\bbra(?:\.uni)?\s+{re.escape(label)}\s*;", line)
+                 for label in labels for line in lines[at + 1:])
+    if not looped:
+        return ("the wait sits outside the K loop: each K tile must wait for its own group at the top of its "
+                "iteration, or the tiles after the first are read before they land")
+    nxt = next((i for i in range(at + 1, len(lines)) if "cp.async.cg" in lines[i]), len(lines))
+    if not any("bar.sync" in line or "barrier.sync" in line for line in lines[at + 1:nxt]):
+        return ("the loop starts its next copies before the barrier after its wait: a fast warp then refills the slot "
+                "the previous K tile used while a slow warp may still be reading it; the barrier comes first")
+    return None
 
 
 def ptx_case(dtype: str, arch: str) -> tuple[Any, ...]:
@@ -107,10 +133,12 @@ def random_shapes(rng: random.Random, count: int) -> list[tuple[int, int, int]]:
 
 _rng = random.Random(604)
 #: The hidden tests' shapes (M, N, K). K = 8 and 24: below one K tile (the prologue's copies only, the second
-#: group empty); K = 64: exactly STAGES - 1 tiles; K over 2 * STAGES tiles with a ragged tail (the ring wraps
-#: twice); single rows and columns of tiles; then random ones.
-SHAPES = [(1, 8, 8), (65, 72, 24), (64, 64, 64), (127, 136, 2 * STAGES * TILE_K + 40), (3, 264, 16),
-          (200, 8, 9 * TILE_K + 8), (130, 200, 520)] + random_shapes(_rng, 5)
+#: group empty); K = 64: exactly one tile; K of exactly STAGES - 1 and STAGES tiles (the first refill, the first
+#: wrap); K over 2 * STAGES tiles with a ragged tail (the ring wraps twice); single rows and columns of tiles; then
+#: random ones.
+SHAPES = [(1, 8, 8), (65, 72, 24), (64, 64, 64), (65, 72, (STAGES - 1) * TILE_K), (33, 40, STAGES * TILE_K - 8),
+          (127, 136, 2 * STAGES * TILE_K + 40), (3, 264, 16), (200, 8, 9 * TILE_K + 8),
+          (130, 200, 520)] + random_shapes(_rng, 5)
 #: The notebook's check: fewer and smaller, the same kinds.
 CHECK_SHAPES = [(64, 64, 32), (100, 72, 40), (7, 8, 8), (130, 136, 264)]
 

@@ -80,6 +80,26 @@ def ptx_hint(code: Any) -> str | None:
     if waits < 2:
         return (f"the PTX has {waits} mbarrier wait{'s' if waits != 1 else ''}; the hand-off needs one on each side: "
                 f"the consumers wait until a slot is full, the producer until it is empty")
+    return _release_hint(code.splitlines())
+
+
+def _release_hint(lines: list[str]) -> str | None:
+    """A slot is released only after a ``wgmma.wait_group`` since the batch's commit (wgmma reads shared memory
+    asynchronously: before that wait TMA could refill a slot it still reads), and the accumulators are stored only
+    after ``wgmma.wait_group 0``."""
+    def first(after: int, test) -> int:
+        return next((i for i in range(after, len(lines)) if test(lines[i])), len(lines))
+
+    commit = first(0, lambda line: "wgmma.commit_group" in line)
+    release = first(commit, lambda line: "mbarrier.arrive" in line and "expect_tx" not in line)
+    if commit == len(lines) or first(commit, lambda line: "wgmma.wait_group" in line) > release:
+        return ("the consumers release a slot (the plain mbarrier.arrive on empty) with no warpgroup.wait_group "
+                "after their batch's commit: wgmma reads shared memory asynchronously, so TMA could refill the slot "
+                "while the wgmmas still read it; release the slot of a batch that wait_group says is done")
+    store = first(commit, lambda line: "st.global" in line)
+    if not any(re.search(r"wgmma\.wait_group\S*\s+0\s*;", line) for line in lines[commit:store]):
+        return ("the epilogue stores the accumulators with no warpgroup.wait_group(0) before it: the last batches of "
+                "wgmma may still be writing them")
     return None
 
 
