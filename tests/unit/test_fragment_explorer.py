@@ -7,24 +7,15 @@ from __future__ import annotations
 import dataclasses
 import doctest
 import html
-import os
 import re
 import xml.etree.ElementTree as ET
 
 import pytest
 
+from cutecourse import fragments as F
 from cutecourse.viz import fragment_explorer as FE  # its tables and pictures need no ipywidgets
 
-try:
-    import ipywidgets  # noqa: F401
-    WIDGETS = None
-except ModuleNotFoundError as missing:  # the GPU test host has no ipywidgets: `make test-gpu` runs there
-    if os.environ.get("CI"):
-        raise
-    WIDGETS = f"{missing.name} is not installed here; install the course's dependencies: pip install -e ."
-widgets = pytest.mark.skipif(WIDGETS is not None, reason=WIDGETS or "")
-
-from cutecourse import fragments as F
+from .needs import widgets
 
 NS = "{http://www.w3.org/2000/svg}"
 

@@ -10,7 +10,6 @@ import doctest
 import html
 import itertools
 import math
-import os
 import re
 import xml.etree.ElementTree as ET
 
@@ -19,15 +18,8 @@ import pytest
 from cutecourse.viz import pipeline as P  # the model, the picture and the readout need no ipywidgets
 
 from .test_light_imports import run_hidden
+from .needs import widgets
 
-try:
-    import ipywidgets  # noqa: F401
-    WIDGETS = None
-except ModuleNotFoundError as missing:  # the GPU test host has no ipywidgets: `make test-gpu` runs there
-    if os.environ.get("CI"):
-        raise
-    WIDGETS = f"{missing.name} is not installed here; install the course's dependencies: pip install -e ."
-widgets = pytest.mark.skipif(WIDGETS is not None, reason=WIDGETS or "")
 
 NS = "{http://www.w3.org/2000/svg}"
 
