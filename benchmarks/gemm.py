@@ -121,6 +121,39 @@ def settled_rounds(kernels: dict[str, Callable[[int], object]], rounds: int, set
     return times, power
 
 
+def checked(name: str, gemm: Any, config: Any, a: Any, b: Any, c: Any, say: Callable[[str], object] = print
+            ) -> Callable[[int], object]:
+    """`gemm(a, b, c, config)` run once into a NaN-filled C and checked against torch in float64 (the first call also
+    compiles; a wrong result stops the run), as the closure fn(i) that `settled_rounds` times."""
+    import torch
+
+    from cutecourse.kernels import gemm_launch
+
+    c.fill_(float("nan"))
+    start = time.perf_counter()
+    gemm(a, b, c, config)
+    torch.cuda.synchronize()
+    problem = gemm_launch.within_bounds(c, a, b)
+    if problem:
+        raise SystemExit(f"{name} is wrong: {problem}")
+    say(f"{name}: correct; first call (compile + run) {time.perf_counter() - start:.1f} s")
+    return lambda i: gemm(a, b, c, config)
+
+
+def summary(times: dict[str, list[float]], power: dict[str, list[tuple[float, float]]], flops: float,
+            base: str = "torch.matmul") -> dict[str, dict[str, float | None]]:
+    """Per kernel of `settled_rounds`' result: its median ms, TFLOP/s, ratio to `base` (timed in the same rounds),
+    and the median SM MHz and W read while it ran (None without a reading)."""
+    reference = statistics.median(times[base])
+
+    def median_of(readings: list[tuple[float, float]], i: int) -> float | None:
+        return statistics.median(r[i] for r in readings) if readings else None
+
+    return {name: dict(ms=statistics.median(t), tflops=flops / statistics.median(t) / 1e9,
+                       ratio=reference / statistics.median(t), sm_mhz=median_of(power[name], 0),
+                       watts=median_of(power[name], 1)) for name, t in times.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dtypes", nargs="+", default=["bfloat16", "float16"])
@@ -144,7 +177,6 @@ def main() -> None:
     from tqdm import tqdm
 
     from cutecourse.bench import Clocks
-    from cutecourse.kernels import gemm_launch
 
     gpu = torch.cuda.get_device_name()
     date = datetime.date.today().isoformat()
@@ -164,27 +196,15 @@ def main() -> None:
             for step, (gemm, config) in launches.items():
                 if step.startswith(tuple(SIMT)) and (m, n, k) != (4096, 4096, 4096):
                     continue
-                c.fill_(float("nan"))
-                start = time.perf_counter()
-                gemm(a, b, c, config)  # the first call compiles
-                torch.cuda.synchronize()
-                compile_s = time.perf_counter() - start
-                problem = gemm_launch.within_bounds(c, a, b)
-                if problem:
-                    raise SystemExit(f"{step} {name} {(m, n, k)} is wrong: {problem}")
-                progress.write(f"{step} {name} {m}x{n}x{k}: correct; first call (compile + run) {compile_s:.1f} s")
-                kernels[step] = (lambda i, g=gemm, cfg=config: g(a, b, c, cfg))
+                kernels[step] = checked(f"{step} {name} {m}x{n}x{k}", gemm, config, a, b, c, say=progress.write)
             rounds, power = settled_rounds(kernels, args.rounds, args.settle_ms, clocks,
                                            slow=lambda kname: kname.startswith(tuple(SIMT)))
-            base = statistics.median(rounds["torch.matmul"])
-            for kname, times in rounds.items():
-                ms = statistics.median(times)
-                tflops = 2 * m * n * k / ms / 1e9
-                mhz = f"{statistics.median(r[0] for r in power[kname]):.0f}" if power[kname] else ""
-                watts = f"{statistics.median(r[1] for r in power[kname]):.0f}" if power[kname] else ""
-                rows.append(dict(date=date, gpu=gpu, dtype=name, M=m, N=n, K=k, step=kname, ms=f"{ms:.4f}",
-                                 tflops=f"{tflops:.1f}", ratio=f"{base / ms:.3f}", sm_mhz=mhz, watts=watts,
-                                 rounds=" ".join(f"{t:.4f}" for t in times)))
+            for kname, r in summary(rounds, power, 2 * m * n * k).items():
+                rows.append(dict(date=date, gpu=gpu, dtype=name, M=m, N=n, K=k, step=kname, ms=f"{r['ms']:.4f}",
+                                 tflops=f"{r['tflops']:.1f}", ratio=f"{r['ratio']:.3f}",
+                                 sm_mhz="" if r["sm_mhz"] is None else f"{r['sm_mhz']:.0f}",
+                                 watts="" if r["watts"] is None else f"{r['watts']:.0f}",
+                                 rounds=" ".join(f"{t:.4f}" for t in rounds[kname])))
             progress.update()
     progress.close()
     clocks.close()

@@ -30,14 +30,13 @@ import datetime
 import io
 import json
 import shutil
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from gemm import kernels_to_time, settled_rounds  # benchmarks/gemm.py
+from gemm import checked, kernels_to_time, settled_rounds, summary  # benchmarks/gemm.py
 
 from cutecourse.kernels import GEMM_STEPS
 
@@ -140,7 +139,7 @@ def ncu_counters() -> dict[str, Any]:
         return {"skipped": f"ncu exited {run.returncode}: {errors[0] if errors else 'no counters in its output'}"}
     sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
     config = smem_banks.Config("plain", 64)
-    issued = NCU_ITERATIONS * config.k_blocks * config.warps * sms
+    issued = config.issued(NCU_ITERATIONS) * sms  # one CTA per SM
     launches = sorted({r["ID"] for r in rows}, key=int)
     result = {}
     for layout, launch_id in zip(("plain", "swizzled"), launches):
@@ -163,7 +162,6 @@ def stage_sweep(specs: list[str], m: int, n: int, k: int, rounds: int, settle_ms
     import torch
 
     from cutecourse.bench import Clocks
-    from cutecourse.kernels import gemm_launch
 
     torch.manual_seed(0)
     a = torch.randn(m, k, device="cuda", dtype=torch.float16)
@@ -172,29 +170,20 @@ def stage_sweep(specs: list[str], m: int, n: int, k: int, rounds: int, settle_ms
     launches = kernels_to_time([], specs)
     kernels = {"torch.matmul": lambda i: torch.matmul(a, b, out=c)}
     for name, (gemm, config) in launches.items():
-        c.fill_(float("nan"))
-        start = time.perf_counter()
-        gemm(a, b, c, config)  # the first call compiles
-        torch.cuda.synchronize()
-        problem = gemm_launch.within_bounds(c, a, b)
-        if problem:
-            raise SystemExit(f"{name} float16 {m}x{n}x{k} is wrong: {problem}")
-        print(f"{name}: correct; first call (compile + run) {time.perf_counter() - start:.1f} s", flush=True)
-        kernels[name] = (lambda i, g=gemm, cfg=config: g(a, b, c, cfg))
+        kernels[name] = checked(f"{name} float16 {m}x{n}x{k}", gemm, config, a, b, c,
+                                say=lambda line: print(line, flush=True))
     with Clocks() as clocks:
         times, power = settled_rounds(kernels, rounds, settle_ms, clocks)
-    base = statistics.median(times["torch.matmul"])
     rows = []
-    for name, per_round in times.items():
-        ms = statistics.median(per_round)
+    for name, r in summary(times, power, 2 * m * n * k).items():
         config = launches[name][1] if name in launches else None
         rows.append(dict(kernel=name, step=name.partition("(")[0], tile_k=getattr(config, "tile_k", None),
                          stages=getattr(config, "stages", None),
                          smem_kib=round(stage_bytes(config) / 1024, 1) if config else None,
-                         ms=round(ms, 4), tflops=round(2 * m * n * k / ms / 1e9, 1), ratio=round(base / ms, 3),
-                         sm_mhz=round(statistics.median(r[0] for r in power[name])) if power[name] else None,
-                         watts=round(statistics.median(r[1] for r in power[name])) if power[name] else None,
-                         rounds=[round(t, 4) for t in per_round]))
+                         ms=round(r["ms"], 4), tflops=round(r["tflops"], 1), ratio=round(r["ratio"], 3),
+                         sm_mhz=None if r["sm_mhz"] is None else round(r["sm_mhz"]),
+                         watts=None if r["watts"] is None else round(r["watts"]),
+                         rounds=[round(t, 4) for t in times[name]]))
     return rows
 
 

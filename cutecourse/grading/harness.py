@@ -19,6 +19,7 @@ stream. The learner writes no launch wrapper and no PTX capture: checks, the gra
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -97,14 +98,13 @@ def _fake_stand_ins(examples: list[Any], vector: int) -> list[Any]:
     of the launch, on a machine without a GPU (a CPU tensor would be in the generic address space, which cp.async
     and TMA refuse)."""
     import cutlass.cute as cute
-    import torch
-    from cutlass.cute.runtime import from_dlpack, make_fake_tensor
+    from cutlass.cute.runtime import make_fake_tensor
 
     out = []
     for example in examples:
         if isinstance(example, TensorSpec):
             n = example.ndim
-            dtype = from_dlpack(torch.empty(1, dtype=getattr(torch, example.dtype))).element_type
+            dtype = _cute_dtype(example.dtype)
             shape = tuple(cute.sym_int(divisibility=vector if mode == n - 1 else 1) for mode in range(n))
             stride = tuple(cute.sym_int(divisibility=vector) for _ in range(n - 1)) + (1,)
             out.append(make_fake_tensor(dtype, shape, stride, assumed_align=vector * dtype.width // 8))
@@ -114,6 +114,15 @@ def _fake_stand_ins(examples: list[Any], vector: int) -> list[Any]:
 
 
 _COMPILED: dict[Any, Any] = {}
+
+
+@functools.lru_cache(maxsize=None)
+def _cute_dtype(name: str) -> Any:
+    """The DSL's element type of a torch dtype name ("float16" -> Float16), as from_dlpack maps it."""
+    import torch
+    from cutlass.cute.runtime import from_dlpack
+
+    return from_dlpack(torch.empty(1, dtype=getattr(torch, name))).element_type
 
 
 def prepare(host: Any, examples: list[Any], vector: int = 1) -> Callable[..., None]:
@@ -205,35 +214,44 @@ def restricted(source: str, forbid: Sequence[str] = ()) -> str | None:
     return None
 
 
+def import_aliases(tree: ast.AST) -> dict[str, str]:
+    """Each name an import in `tree` binds, and the dotted name it stands for (``import a.b`` binds ``a``)."""
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for a in node.names:
+                aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+    return aliases
+
+
+def dotted_name(expr: ast.expr, aliases: dict[str, str]) -> str | None:
+    """The dotted name ``x.y.z`` stands for, its root through `aliases`; None if it is not such a chain."""
+    if isinstance(expr, ast.Name):
+        return aliases.get(expr.id)
+    if isinstance(expr, ast.Attribute):
+        base = dotted_name(expr.value, aliases)
+        return None if base is None else f"{base}.{expr.attr}"
+    return None
+
+
 def _forbidden_use(tree: ast.AST, forbid: tuple[str, ...]) -> tuple[int, str] | None:
     """(line, dotted name) of the first import or attribute chain in `tree` that names something of `forbid`."""
     if not forbid:
         return None
-
-    def hit(dotted: str) -> bool:
-        return any(dotted == f or dotted.startswith(f + ".") for f in forbid)
-
-    aliases: dict[str, str] = {}  # a name an import binds -> the dotted name it stands for
+    aliases = import_aliases(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            for a in node.names:
-                if hit(a.name):
-                    return node.lineno, a.name
-                aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+            names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module:
-            for a in node.names:
-                dotted = f"{node.module}.{a.name}"
-                if hit(node.module) or hit(dotted):
-                    return node.lineno, dotted
-                aliases[a.asname or a.name] = dotted
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute):
-            chain, inner = [node.attr], node.value
-            while isinstance(inner, ast.Attribute):
-                chain.append(inner.attr)
-                inner = inner.value
-            if isinstance(inner, ast.Name) and inner.id in aliases:
-                dotted = ".".join([aliases[inner.id], *reversed(chain)])
-                if hit(dotted):
-                    return node.lineno, dotted
+            names = [f"{node.module}.{a.name}" for a in node.names] + [node.module]
+        elif isinstance(node, ast.Attribute):
+            names = [dotted_name(node, aliases)]
+        else:
+            continue
+        for name in names:
+            if name and any(name == f or name.startswith(f + ".") for f in forbid):
+                return node.lineno, name
     return None

@@ -74,6 +74,10 @@ class Config:
         """ldmatrix.x4 per warp per loop trip: one per 16 columns of the warp's 16 rows."""
         return self.row_elements // 16
 
+    def issued(self, iterations: int) -> int:
+        """ldmatrix.x4 one CTA issues in a launch of `iterations` loop trips."""
+        return iterations * self.k_blocks * self.warps
+
     def layout_text(self) -> str:
         """The layout of 8 rows of the tile as `cutecourse.layout` writes it (the wavefront model's input)."""
         rows = f"(8,{self.row_elements}):({self.row_elements},1)"
@@ -83,11 +87,9 @@ class Config:
 def predicted_cycles(layout: str = "swizzled", row_elements: int = 64) -> int:
     """Cycles one ldmatrix.x4 costs the SM by the wavefront model: 4 matrices × the wavefronts of one, one
     wavefront a cycle."""
-    from cutecourse.layout import parse_layout
     from cutecourse.viz import LDMATRIX_8x8, wavefronts
 
-    config = Config(layout, row_elements)
-    return MATRICES * wavefronts(parse_layout(config.layout_text()), 16, LDMATRIX_8x8)
+    return MATRICES * wavefronts(Config(layout, row_elements).layout_text(), 16, LDMATRIX_8x8)
 
 
 @cute.kernel
@@ -196,8 +198,7 @@ def cycles_per_ldmatrix(record: list[list[int]], config: Config, iterations: int
     if not alone:
         raise RuntimeError(f"every SM ran more than one of the {len(record)} CTAs, so none timed shared memory "
                            "alone; run with nothing else on the GPU")
-    issued = iterations * config.k_blocks * config.warps
-    return statistics.median(max(row[1:]) / issued for row in alone)
+    return statistics.median(max(row[1:]) / config.issued(iterations) for row in alone)
 
 
 def kernel_ptx(layout: str = "swizzled", row_elements: int = 64, arch: str = "sm_80", warps: int = 8) -> str:

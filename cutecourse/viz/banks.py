@@ -30,7 +30,8 @@ from .grid import Cell, cell_size, draw_grid
 from .layout import LayoutLike, _crd, as_layout, grid_modes
 from .svg import Canvas, Picture, check_size
 
-__all__ = ["Access", "LDMATRIX_8x8", "WARP_128BIT_STORE", "bank_of", "wavefronts", "bank_map", "access_phases"]
+__all__ = ["Access", "LDMATRIX_8x8", "WARP_128BIT_STORE", "bank_of", "wavefronts", "ideal_wavefronts", "bank_map",
+           "access_phases"]
 
 BANKS, BANK_BYTES, WAVEFRONT_BYTES = 32, 4, 128
 ELEMENT_BITS = (8, 16, 32, 64, 128)
@@ -158,6 +159,11 @@ def wavefronts(layout: LayoutLike, element_bits: int, access: Union[Access, Phas
 
 
 def ideal_wavefronts(phases: list[list[tuple[int, int]]], element_bits: int) -> int:
+    """The fewest wavefronts `phases` could take: one per 128 bytes of distinct elements in each phase.
+
+    >>> ideal_wavefronts(access_phases(WARP_128BIT_STORE, 8, 64, 16), 16)  # 4 phases of 128 bytes
+    4
+    """
     return sum(-(-len(set(p)) * element_bits // (8 * WAVEFRONT_BYTES)) for p in phases)
 
 

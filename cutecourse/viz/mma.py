@@ -12,24 +12,21 @@ The layouts are CuTe's ``MMA_Traits`` (``mma_traits_sm80.hpp``): ``(thread, valu
 
 from __future__ import annotations
 
-from typing import Any
-
+from cutecourse.fragments.atoms import MmaAtom
 from cutecourse.fragments.atoms import mma_atom as fragment_atom
+
 from .layout import draw_tv
 from .svg import Canvas, Picture
 
 __all__ = ["MMA_ATOMS", "mma_atom"]
 
-
-def _atoms() -> dict[str, Any]:
-    k16, k8 = fragment_atom(16), fragment_atom(8)
-    # The C layout is the same whether the accumulator is F16 or F32, so the aliases share one drawing.
-    return {"SM80_16x8x16_F16": k16, "SM80_16x8x16_BF16": k16, "SM80_16x8x16_F32F16F16F32_TN": k16,
-            "SM80_16x8x16_F16F16F16F16_TN": k16, "SM80_16x8x16_F32BF16BF16F32_TN": k16,
-            "SM80_16x8x8_F16": k8, "SM80_16x8x8_F16F16F16F16_TN": k8, "SM80_16x8x8_F32F16F16F32_TN": k8}
-
-
-MMA_ATOMS: dict[str, Any] = _atoms()
+_K16, _K8 = fragment_atom(16), fragment_atom(8)
+# The C layout is the same whether the accumulator is F16 or F32, so the aliases share one atom (the atom's own
+# name is the f32-accumulator one; a picture's title is the name asked for).
+MMA_ATOMS: dict[str, MmaAtom] = {
+    "SM80_16x8x16_F16": _K16, "SM80_16x8x16_BF16": _K16, "SM80_16x8x16_F32F16F16F32_TN": _K16,
+    "SM80_16x8x16_F16F16F16F16_TN": _K16, "SM80_16x8x16_F32BF16BF16F32_TN": _K16,
+    "SM80_16x8x8_F16": _K8, "SM80_16x8x8_F16F16F16F16_TN": _K8, "SM80_16x8x8_F32F16F16F32_TN": _K8}
 """The atoms :func:`mma_atom` can draw (:func:`cutecourse.fragments.mma_atom`'s), by name (short names and CuTe's
 full ``..._TN`` names)."""
 

@@ -259,10 +259,7 @@ _LEGEND = ((_LOAD, "load in flight"), (_LANDED, "landed, waiting for the math"),
 def _tick_step(total: float) -> float:
     """A round step (1, 2 or 5 times a power of ten) giving at most 10 ticks over ``total``."""
     step = 10 ** math.floor(math.log10(total / 10)) if total >= 10 else 1
-    for m in (1, 2, 5, 10):
-        if total / (m * step) <= 10:
-            return m * step
-    return 10 * step
+    return next(m * step for m in (1, 2, 5, 10) if total / (m * step) <= 10)  # step <= total / 10: 10 always fits
 
 
 def _block(c: Canvas, x0: float, x1: float, y: float, fill: str, cls: str) -> None:

@@ -60,6 +60,11 @@ def statuses(report: grader.Report) -> dict[str, str]:
     return {t.name.split(" (")[0]: t.status for t in report.tests}
 
 
+def outputs(report: grader.Report) -> dict[str, str]:
+    """Each test's output (its failure's message), by its name without the points suffix."""
+    return {t.name.split(" (")[0]: t.output for t in report.tests}
+
+
 def assert_failed(report: grader.Report, hidden: list[str], checks: list[str]) -> None:
     """Every named hidden test failed, and every named check too."""
     state = statuses(report)
@@ -109,24 +114,11 @@ def called_names(source: str) -> set[str]:
     """The full dotted names of the course and DSL functions `source` calls, through its imports' aliases."""
     import ast
 
+    from cutecourse.grading.harness import dotted_name, import_aliases
+
     tree = ast.parse(textwrap.dedent(source))
-    alias: dict[str, str] = {}
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            alias.update({a.asname or a.name.split(".")[0]: a.name if a.asname else a.name.split(".")[0]
-                          for a in node.names})
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            alias.update({a.asname or a.name: f"{node.module}.{a.name}" for a in node.names})
-
-    def dotted(expr: ast.expr) -> str | None:
-        if isinstance(expr, ast.Name):
-            return alias.get(expr.id)
-        if isinstance(expr, ast.Attribute):
-            base = dotted(expr.value)
-            return None if base is None else f"{base}.{expr.attr}"
-        return None
-
-    names = {dotted(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    aliases = import_aliases(tree)
+    names = {dotted_name(n.func, aliases) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     return {n for n in names if n and n.split(".")[0] in ("cutecourse", "cutlass")}
 
 

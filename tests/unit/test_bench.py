@@ -46,3 +46,18 @@ def test_the_gemm_benchmark_names_a_malformed_variant_and_the_form_it_wants():
             gemm.kernels_to_time([], [bad])
     assert list(gemm.kernels_to_time([9], ["9:epi_n=64,stages=3"])) == [
         "gemm09_multicast", "gemm09_multicast(epi_n=64,stages=3)"]
+
+
+def test_the_benchmarks_summary_takes_medians_and_the_ratio_to_the_baseline_of_the_same_rounds():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parents[2] / "benchmarks" / "gemm.py"
+    spec = importlib.util.spec_from_file_location("gemm_benchmark_summary", path)
+    gemm = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gemm)
+    times = {"torch.matmul": [2.0, 1.0, 3.0], "ours": [1.0, 4.0, 0.5]}  # medians 2 ms and 1 ms
+    power = {"torch.matmul": [(1500.0, 690.0), (1400.0, 680.0), (1600.0, 700.0)], "ours": []}
+    got = gemm.summary(times, power, flops=2e9)
+    assert got["ours"] == dict(ms=1.0, tflops=2.0, ratio=2.0, sm_mhz=None, watts=None)
+    assert got["torch.matmul"] == dict(ms=2.0, tflops=1.0, ratio=1.0, sm_mhz=1500.0, watts=690.0)

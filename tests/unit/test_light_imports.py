@@ -30,7 +30,8 @@ def test_the_blocker_really_hides_the_heavy_modules():
 
 
 @pytest.mark.parametrize("module", ["cutecourse", "cutecourse.layout", "cutecourse.env", "cutecourse.cli",
-                                    "cutecourse.hw", "cutecourse.bench", "cutecourse.viz"])
+                                    "cutecourse.hw", "cutecourse.bench", "cutecourse.viz",
+                                    "cutecourse.viz.pipeline", "cutecourse.viz.fragment_explorer"])
 def test_light_module_imports_without_heavy_dependencies(module):
     out = run_hidden(f"""
         import {module}

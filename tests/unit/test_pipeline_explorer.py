@@ -79,7 +79,7 @@ def test_the_rules_catch_a_ring_that_refills_a_slot_too_early_or_computes_too_so
     late = [dataclasses.replace(t, mma_start=t.mma_start + 1, mma_end=t.mma_end + 1) if t.kt == 15 else t
             for t in s.tiles]
     assert ring_violations(dataclasses.replace(s, tiles=late)) == \
-        ["k-tile 15's MMA starts at 4201, not as soon as it can"]
+        [f"k-tile 15's MMA starts at {s.tiles[15].mma_start + 1}, not as soon as it can"]
 
 
 def test_the_math_never_waits_after_the_fill_exactly_when_littles_law_holds():
@@ -288,14 +288,13 @@ def test_describe_rejects_measurements_that_are_not_stages_to_tflops(measured):
         P.describe(P.simulate(3, 500, 200, 16), measured)
 
 
-def test_the_model_picture_and_readout_import_without_ipywidgets_or_numpy():
+def test_the_model_picture_and_readout_run_without_ipywidgets_or_numpy():
+    """Under test_light_imports' blocker, which makes importing a heavy module raise: using the model, the picture
+    and the readout imports none; only the explorer asks for ipywidgets."""
     out = run_hidden("""
-        import sys
         from cutecourse.viz import pipeline as P
         s = P.simulate(3, 500, 200, 16)
         P.timeline(s), P.describe(s, {3: 480.0})
-        loaded = sorted(m for m in sys.modules if m.split('.')[0] in ("ipywidgets", "numpy", "torch", "cutlass"))
-        assert not loaded, loaded
         try:
             P.pipeline_explorer()
         except ModuleNotFoundError as e:

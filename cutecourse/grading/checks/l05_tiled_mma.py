@@ -243,38 +243,38 @@ def batched_ptx_hint(code: Any) -> str | None:
     return _common_ptx_hint(code)
 
 
-def gemm_ptx_case(dtype: str, arch: str, batched: bool) -> tuple[Any, ...]:
-    """A PTX case: the arch, then CPU stand-ins of A, B (in `dtype`) and C (fp32), batched or not."""
+def gemm_ptx_case(dtype: str, arch: str, batched: bool, batch: int | None = 2) -> tuple[Any, ...]:
+    """A PTX case: the arch, then CPU stand-ins of A, B (in `dtype`) and C (fp32): A (M, K), B (N, K), or with
+    `batched` B (K, N) and, unless `batch` is None, a leading L mode of `batch` GEMMs."""
     import numpy as np
 
-    if batched:
-        shapes = ((2, 64, 96), (2, 96, 64), (2, 64, 64))
-    else:
-        shapes = ((64, 96), (64, 96), (64, 64))
-    return (arch, *(sandbox.tensor(np.zeros(s, np.float32), d, "cpu") for s, d in zip(shapes, (dtype, dtype,
-                                                                                            "float32"))))
+    lead = (batch,) if batched and batch is not None else ()
+    shapes = ((64, 96), (96, 64) if batched else (64, 96), (64, 64))
+    return (arch, *(sandbox.tensor(np.zeros(lead + s, np.float32), d, "cpu") for s, d in zip(shapes, (dtype, dtype,
+                                                                                                   "float32"))))
 
 
-def gemm_cases(seed: int, shapes: list[tuple[int, int, int, int]], dtype: str, batched: bool) -> list[tuple[Any, ...]]:
+def gemm_cases(seed: int, shapes: list[tuple[int | None, int, int, int]], dtype: str,
+               batched: bool) -> list[tuple[Any, ...]]:
     """(A, B, poisoned C) per (L, M, N, K): A (M, K), B (N, K), C (M, N) for 5.5; A (L, M, K), B (L, K, N),
-    C (L, M, N) for 5.6. Random normal inputs, rounded to `dtype` in the learner's process."""
+    C (L, M, N) for 5.6 (`batched`; L None: one GEMM with B (K, N), no L mode). Random normal inputs, rounded to
+    `dtype` in the learner's process."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
     cases = []
     for batch, m, n, k in shapes:
-        if batched:
-            a, b, c = rng.standard_normal((batch, m, k)), rng.standard_normal((batch, k, n)), (batch, m, n)
-        else:
-            a, b, c = rng.standard_normal((m, k)), rng.standard_normal((n, k)), (m, n)
+        lead = (batch,) if batched and batch is not None else ()
+        a, b = rng.standard_normal(lead + (m, k)), rng.standard_normal(lead + ((k, n) if batched else (n, k)))
         cases.append((sandbox.tensor(a.astype(np.float32), dtype), sandbox.tensor(b.astype(np.float32), dtype),
-                      sandbox.poisoned(c, "float32")))
+                      sandbox.poisoned(lead + (m, n), "float32")))
     return cases
 
 
-def gemm_hint(case: tuple[Any, ...], out: Any, batched: bool) -> str | None:
-    """`out` against the float64 product of the inputs as the learner's process held them, within the course
-    launcher's bounds for an fp32 C (cutecourse.kernels.gemm_launch.BOUNDS)."""
+def gemm_hint(case: tuple[Any, ...], out: Any, batched: bool, suspects: str = "") -> str | None:
+    """`out` against the float64 product of the inputs as the learner's process held them (B (N, K), or (K, N) when
+    `batched`), within the course launcher's bounds for an fp32 C (cutecourse.kernels.gemm_launch.BOUNDS); where the
+    values are wrong, `suspects` follows the hint (what else such a kernel gets wrong)."""
     import numpy as np
 
     from cutecourse.kernels.gemm_launch import BOUNDS
@@ -296,7 +296,7 @@ def gemm_hint(case: tuple[Any, ...], out: Any, batched: bool) -> str | None:
     if rel > frobenius or worst > elementwise:
         return (f"relative error {rel:.2e} (bound {frobenius:.0e}), worst element {worst:.2e}·rms (bound "
                 f"{elementwise:.0e}): some products are missing or counted twice (the K tail? an ldmatrix that "
-                f"loads the wrong matrices?)")
+                f"loads the wrong matrices?){suspects}")
     return None
 
 
@@ -308,10 +308,10 @@ def _judge_batched_ptx(case: tuple[Any, ...], value: Any, outputs: list[Any]) ->
     return batched_ptx_hint(value)
 
 
-def _judge_gemm(batched: bool) -> Any:
+def _judge_gemm(batched: bool, suspects: str = "") -> Any:
     def judge(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
         (out,) = outputs
-        return gemm_hint(case, out, batched)
+        return gemm_hint(case, out, batched, suspects)
 
     return judge
 

@@ -96,11 +96,6 @@ def swizzle_hint(row_elements: int, element_bits: int, value: Any, rows_list: tu
     return None
 
 
-def random_swizzle_case(rng: random.Random) -> tuple[int, int]:
-    bits = rng.choice(ELEMENT_BITS)
-    return rng.choice(ROW_BYTES) * 8 // bits, bits
-
-
 def _judge_swizzle(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
     return swizzle_hint(*case, value)
 
@@ -146,15 +141,14 @@ def ring_hint(k_tiles: int, stages: int, value: Any) -> str | None:
     full, empty = [0] * stages, [0] * stages  # completed phases of each slot's barriers
     holds: list[int | None] = [None] * stages  # the k-tile each slot holds (loaded or on its way)
     landed = [False] * stages
-    consumed: set[int] = set()
-    produced = consumer = 0
+    produced = consumer = 0  # the k-tiles before `consumer` are consumed: the consumer takes them in order
     in_flight: list[int] = []  # slots whose loads were issued and have not landed
     while consumer < k_tiles:
         if produced < k_tiles:
             slot, _, wait_empty = schedule[produced]
             if _passes(empty[slot], wait_empty):
                 previous = holds[slot]
-                if previous is not None and previous not in consumed:
+                if previous is not None and previous >= consumer:
                     return (f"race: the producer's wait for k-tile {produced} (empty[{slot}], parity {wait_empty}) "
                             f"passes while slot {slot} still holds k-tile {previous}, which the consumer has not "
                             f"read: that load would overwrite it")
@@ -169,7 +163,6 @@ def ring_hint(k_tiles: int, stages: int, value: Any) -> str | None:
                         f"the slot holds {'nothing yet' if holds[slot] is None else f'k-tile {holds[slot]}'}")
                 return (f"race: the consumer's wait for k-tile {consumer} (full[{slot}], parity {wait_full}) passes "
                         f"while {what}: it would multiply the wrong data")
-            consumed.add(consumer)
             empty[slot] += 1
             consumer += 1
             continue

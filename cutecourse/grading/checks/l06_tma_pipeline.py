@@ -15,9 +15,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from cutecourse.grading import sandbox
 from cutecourse.grading.checks import Check
-from cutecourse.grading.checks.l05_tiled_mma import VECTOR, gemm_hint
+from cutecourse.grading.checks import l05_tiled_mma as L5
+from cutecourse.grading.checks.l05_tiled_mma import VECTOR
 
 #: (dtype, arch) of the PTX check: wgmma and TMA exist on sm_90a only.
 PTX_CASES = [("float16", "sm_90a"), ("bfloat16", "sm_90a")]
@@ -50,7 +50,8 @@ def ptx_hint(code: Any) -> str | None:
     that releases an empty slot, and waits on both sides of the hand-off."""
     from cutecourse.kernels import ptx
 
-    if not (isinstance(code, str) and ".entry" in code):
+    code = L5._ptx_text(code)
+    if code is None:
         return "expected the PTX text (a str with an .entry)"
     sync = ptx.count(code, "mma.sync") + ptx.count(code, "ldmatrix")
     if sync:
@@ -105,44 +106,29 @@ def _release_hint(lines: list[str]) -> str | None:
 
 def ptx_case(dtype: str, arch: str) -> tuple[Any, ...]:
     """A PTX case: the arch, then CPU stand-ins of A (M, K), B (K, N) (in `dtype`) and C (M, N) (fp32)."""
-    import numpy as np
-
-    return (arch, *(sandbox.tensor(np.zeros(s, np.float32), d, "cpu")
-                    for s, d in (((64, 96), dtype), ((96, 64), dtype), ((64, 64), "float32"))))
+    return L5.gemm_ptx_case(dtype, arch, True, batch=None)
 
 
 def cases(seed: int, shapes: list[tuple[int, int, int]], dtype: str) -> list[tuple[Any, ...]]:
     """(A (M, K), B (K, N), poisoned fp32 C (M, N)) per (M, N, K): random normal inputs, rounded to `dtype` in the
     learner's process."""
-    import numpy as np
+    return L5.gemm_cases(seed, [(None, m, n, k) for m, n, k in shapes], dtype, True)
 
-    rng = np.random.default_rng(seed)
-    out = []
-    for m, n, k in shapes:
-        a, b = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
-        out.append((sandbox.tensor(a, dtype), sandbox.tensor(b, dtype), sandbox.poisoned((m, n), "float32")))
-    return out
+
+#: What a ring gets wrong when its products are: said after the GEMM judge's hint.
+SUSPECTS = "; in a ring also: is a slot read before its k-tile landed, or refilled before its wgmmas were done?"
 
 
 def gemm_result_hint(case: tuple[Any, ...], out: Any) -> str | None:
-    """`out` (C after the launch) against A @ B in float64 (lesson 5's bounds), or None; wrong values also point at
-    the races of a ring."""
-    hint = gemm_hint(case, out, batched=True)  # "batched": A @ B with B (K, N), which a pair of matrices is too
-    if hint is not None and hint.startswith("relative error"):
-        hint += "; in a ring also: is a slot read before its k-tile landed, or refilled before its wgmmas were done?"
-    return hint
+    """`out` (C after the launch) against A @ B in float64 (lesson 5's bounds, B (K, N)), or None."""
+    return L5.gemm_hint(case, out, True, SUSPECTS)
 
 
 def _judge_ptx(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
     return ptx_hint(value)
 
 
-def _judge_gemm(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
-    (out,) = outputs
-    return gemm_result_hint(case, out)
-
-
 tma_ptx = Check("tma_ptx", "tma_host", lambda: [ptx_case(d, a) for d, a in PTX_CASES], _judge_ptx, via="ptx",
                 options=(("vector", VECTOR),))
-tma_gemm = Check("tma_gemm", "tma_host", lambda: cases(65, SHAPES, "float16"), _judge_gemm, gpu=90, via="launch",
-                 options=(("vector", VECTOR),))
+tma_gemm = Check("tma_gemm", "tma_host", lambda: cases(65, SHAPES, "float16"), L5._judge_gemm(True, SUSPECTS),
+                 gpu=90, via="launch", options=(("vector", VECTOR),))
