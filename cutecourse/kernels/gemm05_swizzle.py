@@ -18,7 +18,11 @@ A and B tiles in L2.
 Config: tile_k 32 or 64, tile_n a power of two ≥ 64, tile_m a multiple of 64; each of the warps_m × warps_n warps
 owns whole 16 × 16 MMA pieces; stages ≥ 3; the stages fit the sm_80 shared memory.
 
+The epilogue can fuse ``D = act(alpha · acc + beta · C + bias)`` (`cutecourse.kernels.epilogue`): each accumulator
+goes through it in registers, at its (m, n), before the conversion to D's dtype and the staging.
+
     gemm(a, b, c)   # c = a @ b; a (M, K), b (K, N) float16/bfloat16; c (M, N) float32/float16/bfloat16
+    gemm(a, b, d, epilogue=Epilogue("gelu_tanh", bias="n"), bias=bias)   # d = GELU(a @ b + bias), one kernel
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import cutlass
 import cutlass.cute as cute
 
 from cutecourse import hw
-from cutecourse.kernels import gemm_launch, predicate
+from cutecourse.kernels import epilogue, gemm_launch, predicate
 
 SMEM_BYTES = hw.ARCH_LIMITS["sm_80"].smem_per_block_max  # shared memory one A100 CTA may use
 
@@ -61,8 +65,9 @@ class Config:
 def _kernel(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, tiled_mma: cute.TiledMma,
             sA_layout: cute.ComposedLayout, sB_layout: cute.ComposedLayout, sC_layout: cute.ComposedLayout,
             tiled_copy_a: cute.TiledCopy, tiled_copy_b: cute.TiledCopy, tiled_copy_s2r_a: cute.TiledCopy,
-            tiled_copy_s2r_b: cute.TiledCopy, tiled_copy_c: cute.TiledCopy, tiler: cutlass.Constexpr,
-            raster: cutlass.Constexpr[int]):
+            tiled_copy_s2r_b: cute.TiledCopy, tiled_copy_c: cute.TiledCopy, mSrc: cute.Tensor, mBias: cute.Tensor,
+            mAux: cute.Tensor, alpha: cutlass.Float32, beta: cutlass.Float32, tiler: cutlass.Constexpr,
+            raster: cutlass.Constexpr[int], fused: cutlass.Constexpr):
     tidx, _, _ = cute.arch.thread_idx()
     bidx, bidy, _ = cute.arch.block_idx()
     M, N, K = mA.shape[0], mB.shape[0], mA.shape[1]
@@ -158,6 +163,11 @@ def _kernel(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, tiled_mma: cute.T
         # Epilogue: no copy may still be writing, and no warp still reading, the buffers C is about to reuse.
         cute.arch.cp_async_wait_group(0)
         cute.arch.sync_threads()
+        if cutlass.const_expr(not fused.identity):  # the fused epilogue, on each accumulator at its (m, n)
+            tCcC_mma = thr_mma.partition_C(cC)
+            for i in cutlass.range(cute.size(acc), unroll_full=True):
+                if cute.elem_less(tCcC_mma[i], mC.shape):
+                    acc[i] = epilogue.element(fused, acc[i], tCcC_mma[i], mSrc, mBias, mAux, alpha, beta)
         tCrC = cute.make_fragment_like(acc, mC.element_type)
         tCrC.store(acc.load().to(mC.element_type))
         cute.autovec_copy(tCrC, thr_mma.partition_C(sC))  # fragments in the MMA's layout -> the C tile
@@ -188,8 +198,11 @@ def _smem_layout(dtype: Any, major_is_k: bool, rows: int, tile_k: int, stages: i
 
 @cute.jit
 def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32,
-         k: cutlass.Int32, stream: Any, ops: cutlass.Constexpr, config: cutlass.Constexpr):
+         k: cutlass.Int32, stream: Any, pSrc: cute.Pointer, pBias: cute.Pointer, pAux: cute.Pointer,
+         alpha: cutlass.Float32, beta: cutlass.Float32, ops: cutlass.Constexpr, config: cutlass.Constexpr,
+         fused: cutlass.Constexpr):
     mA, mB, mC = gemm_launch.tensors(ops, pA, pB, pC, m, n, k)
+    mSrc, mBias, mAux = epilogue.tensors(fused, pSrc, pBias, pAux, m, n)
     ab, c_type = gemm_launch.dtype(ops.ab), gemm_launch.dtype(ops.c)
     tiler = (config.tile_m, config.tile_n, config.tile_k)
     threads = cute.arch.WARP_SIZE * config.warps_m * config.warps_n
@@ -228,8 +241,8 @@ def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32,
     raster = config.raster
     tiles_m, tiles_n = (m + config.tile_m - 1) // config.tile_m, (n + config.tile_n - 1) // config.tile_n
     _kernel(mA, mB, mC, tiled_mma, sA_layout, sB_layout, sC_layout, tiled_copy_a, tiled_copy_b, tiled_copy_s2r_a,
-            tiled_copy_s2r_b, tiled_copy_c, tiler, raster).launch(
+            tiled_copy_s2r_b, tiled_copy_c, mSrc, mBias, mAux, alpha, beta, tiler, raster, fused).launch(
         grid=(tiles_m * raster, (tiles_n + raster - 1) // raster, 1), block=(threads, 1, 1), stream=stream)
 
 
-gemm = gemm_launch.Launcher(host, Config, vector=True, min_cc=80)
+gemm = gemm_launch.Launcher(host, Config, vector=True, min_cc=80, epilogue=True)

@@ -21,7 +21,13 @@ cooperative schedule; on an H200 its 128 × 256 tiles moved less data per FLOP t
 Config: tile_m 64, 128 or 256, tile_n a multiple of 64 up to 256 and of epi_n, at most 128 accumulators a consumer
 thread; stages 0 (as many as fit) or 2 or more that fit the sm_90 shared memory; sms ≥ cluster_m · cluster_n.
 
-    gemm(a, b, c)   # c = a @ b; a (M, K), b (K, N) float16/bfloat16; c (M, N) float32/float16/bfloat16
+The fused epilogue (``D = act(alpha · acc + beta · C + bias)``, `cutecourse.kernels.epilogue`) runs on each
+subtile's accumulators before the conversion; fp8 operands (e4m3, e5m2, both K-major) use the fp8 wgmma, with
+per-tensor scales folded into alpha (`cutecourse.kernels.fp8`).
+
+    gemm(a, b, c)   # c = a @ b; a (M, K), b (K, N) float16/bfloat16 (or fp8); c (M, N) float32/float16/bfloat16
+    gemm(a, b, d, epilogue=Epilogue("gelu_tanh", bias="n"), bias=bias)   # d = GELU(a @ b + bias), one kernel
+    gemm(a8, b8, d, FP8_CONFIG, alpha=scale_a * scale_b)                    # fp8: d = (sa·a8) @ (sb·b8)
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from cutlass.memory import SmemAllocator
 from cutlass.tensor_utils import LayoutEnum
 
 from cutecourse import hw
-from cutecourse.kernels import gemm_launch
+from cutecourse.kernels import epilogue, gemm_launch
 
 SMEM_BYTES = hw.ARCH_LIMITS["sm_90"].smem_per_block_max  # shared memory one H100/H200 CTA may use
 WARPGROUP_THREADS, WARPGROUP_WARPS = cute.arch.THREADS_PER_WARPGROUP, cute.arch.WARPS_PER_WARPGROUP
@@ -76,6 +82,11 @@ class Config:
         return min(self.tile_m // 64, 2)
 
 
+
+#: fp8 operands: 128 one-byte elements of K fill the 128-byte swizzled row that 64 16-bit ones fill.
+FP8_CONFIG = Config(tile_k=128)
+
+
 @cute.jit
 def _tile_coord(work: cutlass.Int32, clusters_m: cutlass.Int32, clusters_n: cutlass.Int32, group_m: cutlass.Constexpr,
                 cta_m: cutlass.Int32, cta_n: cutlass.Int32, cluster_m: cutlass.Constexpr,
@@ -93,8 +104,9 @@ def _tile_coord(work: cutlass.Int32, clusters_m: cutlass.Int32, clusters_n: cutl
 def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAtom, mB: cute.Tensor,
             tma_atom_c: cute.CopyAtom, mC: cute.Tensor, tiled_mma: cute.TiledMma, sA_layout: cute.ComposedLayout,
             sB_layout: cute.ComposedLayout, sC_layout: cute.ComposedLayout, tiled_copy_r2s: cute.TiledCopy,
+            mSrc: cute.Tensor, mBias: cute.Tensor, mAux: cute.Tensor, alpha: cutlass.Float32, beta: cutlass.Float32,
             ab: cutlass.Constexpr, c_type: cutlass.Constexpr, tiler: cutlass.Constexpr, epi_tile: cutlass.Constexpr,
-            group_m: cutlass.Constexpr, cluster: cutlass.Constexpr):
+            group_m: cutlass.Constexpr, cluster: cutlass.Constexpr, fused: cutlass.Constexpr):
     tile_m, tile_n, tile_k = tiler
     cluster_m, cluster_n = cluster
     stages = cute.size(sA_layout, mode=[2])
@@ -182,6 +194,7 @@ def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAto
         thr_copy_r2s = tiled_copy_r2s.get_slice(epi_tidx)
         tRS_sC = thr_copy_r2s.partition_D(sC)
         tRS_acc = tiled_copy_r2s.retile(acc)  # (values of one 64-row wgmma slab, slabs, 1)
+        thr_mma_c = tiled_mma.get_slice(epi_tidx)  # this thread's accumulators, for their (m, n) coordinates
         sub_shape = cute.shape(thr_copy_r2s.partition_S(sC))[:3]  # (copy values, slabs, copies along N) of a subtile
         copy_values, slabs = cute.size(sub_shape[0]), sub_shape[1]
         slab_values = copy_values * cute.size(sub_shape[2])  # a subtile's values in one slab
@@ -230,10 +243,16 @@ def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAto
             bSG_sC, bSG_gC = cpasync.tma_partition(tma_atom_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2),
                                                    gC_sub)
             subtiles = cute.size(gC_sub, mode=[1])
+            cC = cute.local_tile(cute.make_identity_tensor(mSrc.shape), (tile_m, tile_n), (tm, tn))
+            tRS_cC = tiled_copy_r2s.retile(thr_mma_c.partition_C(cC))  # the coordinates of tRS_acc's values
             for j in cutlass.range_constexpr(subtiles):
                 for v in cutlass.range_constexpr(sub_size):  # v is (copy value c, slab m, copy n) of the subtile
                     c, m, n = v % copy_values, v // copy_values % slabs, v // (copy_values * slabs)
                     sub_acc[v] = tRS_acc[j * slab_values + n * copy_values + c, m, 0]
+                    if cutlass.const_expr(not fused.identity):  # the fused epilogue, at the value's (m, n)
+                        coord = tRS_cC[j * slab_values + n * copy_values + c, m, 0]
+                        if cute.elem_less(coord, mSrc.shape):
+                            sub_acc[v] = epilogue.element(fused, sub_acc[v], coord, mSrc, mBias, mAux, alpha, beta)
                 sub_c.store(sub_acc.load().to(c_type))
                 buf = (tiles_done * subtiles + j) % epi_stages
                 cute.copy(tiled_copy_r2s, sub_c, tRS_sC[(None, None, None, buf)])
@@ -252,8 +271,11 @@ def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAto
 
 @cute.jit
 def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32,
-         k: cutlass.Int32, stream: Any, ops: cutlass.Constexpr, config: cutlass.Constexpr):
+         k: cutlass.Int32, stream: Any, pSrc: cute.Pointer, pBias: cute.Pointer, pAux: cute.Pointer,
+         alpha: cutlass.Float32, beta: cutlass.Float32, ops: cutlass.Constexpr, config: cutlass.Constexpr,
+         fused: cutlass.Constexpr):
     mA, mB, mC = gemm_launch.tensors(ops, pA, pB, pC, m, n, k)
+    mSrc, mBias, mAux = epilogue.tensors(fused, pSrc, pBias, pAux, m, n)
     ab, c_type = gemm_launch.dtype(ops.ab), gemm_launch.dtype(ops.c)
     tiler = (config.tile_m, config.tile_n, config.tile_k)
     cluster = (config.cluster_m, config.cluster_n)
@@ -299,9 +321,11 @@ def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32,
     rounds = (clusters_m * clusters_n + fit - 1) // fit
     persistent = (clusters_m * clusters_n + rounds - 1) // rounds
     _kernel(tma_atom_a, tma_tensor_a, tma_atom_b, tma_tensor_b, tma_atom_c, tma_tensor_c, tiled_mma, sA_layout,
-            sB_layout, sC_layout, tiled_copy_r2s, ab, c_type, tiler, epi_tile, config.group_m, cluster).launch(
+            sB_layout, sC_layout, tiled_copy_r2s, mSrc, mBias, mAux, alpha, beta, ab, c_type, tiler, epi_tile,
+            config.group_m, cluster, fused).launch(
         grid=(config.cluster_m, config.cluster_n, persistent), block=(WARPGROUP_THREADS * (1 + consumers), 1, 1),
         cluster=(config.cluster_m, config.cluster_n, 1), stream=stream)
 
 
-gemm = gemm_launch.Launcher(host, Config, vector=True, min_cc=90, for_device=gemm_launch.for_device)
+gemm = gemm_launch.Launcher(host, Config, vector=True, min_cc=90, for_device=gemm_launch.for_device, epilogue=True,
+                            fp8=True)

@@ -19,6 +19,8 @@ host code, where a learner can read them.
 
 from __future__ import annotations
 
+import inspect
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -28,11 +30,13 @@ import cutlass.cute as cute
 import torch
 from cutlass.cute.runtime import make_ptr
 
-from cutecourse.kernels import launch
+from cutecourse.kernels import epilogue, launch
 
 GMEM = cute.AddressSpace.gmem
 
 AB_DTYPES = ("float16", "bfloat16")
+#: fp8 operands, which the Hopper TMA steps (9 and 10) also take: wgmma reads 8-bit operands K-major only.
+FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
 #: The step that takes any shape and alignment (scalar accesses), and the last step that runs on sm_80: where the
 #: checks send a call that a vector step or a Hopper step refuses.
 ANY_SHAPE_STEP, SM80_STEP = "gemm02_smem", "gemm05_swizzle"
@@ -62,12 +66,12 @@ def _majors(name: str, t: Any, contiguous: str, transposed: str, how: str) -> li
     return majors
 
 
-def traits(a: Any, b: Any, c: Any, *, step: str, vector: bool) -> Operands:
+def traits(a: Any, b: Any, c: Any, *, step: str, vector: bool, fp8: bool = False) -> Operands:
     """The dtypes, shapes, majors and alignment of ``c = a @ b`` for `step`, checked on any device (CPU tensors
     too: compiling without a GPU goes through here).
 
     `vector`: the step moves 16-byte vectors, so each operand's contiguous extent must hold whole vectors and its base
-    must be 16-byte aligned.
+    must be 16-byte aligned. `fp8`: the step also takes fp8 operands (K-major both).
     """
     for name, t in (("a", a), ("b", b), ("c", c)):
         if not isinstance(t, torch.Tensor):
@@ -77,7 +81,10 @@ def traits(a: Any, b: Any, c: Any, *, step: str, vector: bool) -> Operands:
         if t.numel() >= 2**31:
             raise ValueError(f"{name} has {t.numel()} elements, 2**31 or more; split the GEMM (32-bit indexing)")
     for name, t in (("a", a), ("b", b)):
-        if launch.dtype_name(t) not in AB_DTYPES:
+        if launch.dtype_name(t) in FP8_DTYPES and not fp8:
+            raise ValueError(f"{name} has dtype {t.dtype}; {step} takes float16 or bfloat16 operands, and fp8 ones "
+                             "only steps 9 and 10 (Hopper): use gemm10_pingpong")
+        if launch.dtype_name(t) not in AB_DTYPES + FP8_DTYPES:
             raise ValueError(f"{name} has dtype {t.dtype}; the GEMM steps take float16 or bfloat16 operands: "
                              f"{name} = {name}.to(torch.bfloat16)")
     if b.dtype != a.dtype:
@@ -104,6 +111,12 @@ def traits(a: Any, b: Any, c: Any, *, step: str, vector: bool) -> Operands:
         a_majors = sorted(a_majors, key=lambda major: lead[major] % elems != 0)
         b_majors = sorted(b_majors, key=lambda major: lead[major] % elems != 0)
     a_major, b_major = a_majors[0], b_majors[0]
+    if launch.dtype_name(a) in FP8_DTYPES and (a_major, b_major) != ("k", "k"):
+        if "k" not in a_majors or "k" not in b_majors:
+            raise ValueError(f"a is {a_major.upper()}-major and b {b_major.upper()}-major; wgmma reads fp8 operands "
+                             "K-major only: a row-major (M, K), and b = bt.t() with bt a row-major (N, K) "
+                             "(bt = b.t().contiguous())")
+        a_major, b_major = "k", "k"
     if vector:
         extents = (("a", a, lead[a_major], a_major.upper(), elems), ("b", b, lead[b_major], b_major.upper(), elems),
                    ("c", c, n, "N", 16 // c.element_size()))
@@ -120,7 +133,7 @@ def traits(a: Any, b: Any, c: Any, *, step: str, vector: bool) -> Operands:
 _capability: dict[Any, int] = {}
 
 
-def check(a: Any, b: Any, c: Any, *, step: str, vector: bool, min_cc: int) -> Operands:
+def check(a: Any, b: Any, c: Any, *, step: str, vector: bool, min_cc: int, fp8: bool = False) -> Operands:
     """`traits`, plus: all three on one GPU of compute capability `min_cc` or newer (80 or 90: the step's
     instructions do not exist before)."""
     for name, t in (("a", a), ("b", b), ("c", c)):
@@ -128,7 +141,7 @@ def check(a: Any, b: Any, c: Any, *, step: str, vector: bool, min_cc: int) -> Op
             raise ValueError(f"{name} is on {t.device}; move it to the GPU: {name} = {name}.cuda()")
         if isinstance(t, torch.Tensor) and t.device != a.device:
             raise ValueError(f"{name} is on {t.device} but a is on {a.device}; put all three on one GPU")
-    ops = traits(a, b, c, step=step, vector=vector)
+    ops = traits(a, b, c, step=step, vector=vector, fp8=fp8)
     if a.device not in _capability:
         major, minor = torch.cuda.get_device_capability(a.device)
         _capability[a.device] = major * 10 + minor
@@ -140,7 +153,8 @@ def check(a: Any, b: Any, c: Any, *, step: str, vector: bool, min_cc: int) -> Op
     return ops
 
 
-_DTYPES = {"float32": cutlass.Float32, "float16": cutlass.Float16, "bfloat16": cutlass.BFloat16}
+_DTYPES = {"float32": cutlass.Float32, "float16": cutlass.Float16, "bfloat16": cutlass.BFloat16,
+           "float8_e4m3fn": cutlass.Float8E4M3FN, "float8_e5m2": cutlass.Float8E5M2}
 
 
 def dtype(name: str) -> Any:
@@ -206,79 +220,135 @@ def store_inside(acc: cute.Tensor, tCgC: cute.Tensor, tCcC: cute.Tensor, shape: 
             tCgC[i] = acc[i].to(tCgC.element_type)
 
 
+def epilogue_pointers(fused: epilogue.Fused, ops: Operands, d: Any, c: Any = None, bias: Any = None,
+                      aux: Any = None) -> tuple[Any, Any, Any]:
+    """Pointers to the epilogue's C (source), bias and aux. One the epilogue does not read or write points at D
+    (with the dtype the kernel was compiled for): the kernel never dereferences it."""
+    cd = dtype(ops.c)
+    c = c if fused.source else d
+    bias = bias if fused.bias_dtype else d
+    aux = aux if fused.epilogue.aux else d
+    return (make_ptr(cd, c.data_ptr(), GMEM, assumed_align=c.element_size()),
+            make_ptr(dtype(fused.bias_dtype or ops.c), bias.data_ptr(), GMEM, assumed_align=bias.element_size()),
+            make_ptr(cd, aux.data_ptr(), GMEM, assumed_align=aux.element_size()))
+
+
 def compile_for(host: Any, config: Any, ops: Operands, a: Any, b: Any, c: Any, stream: Any,
-                options: str = "") -> Any:
-    """``cute.compile`` a step's ``host(pA, pB, pC, m, n, k, stream, ops, config)`` for these operands. Works on
-    CPU tensors too, so every step compiles (and shows its PTX) without a GPU."""
+                options: str = "", fused: epilogue.Fused | None = None, source: Any = None, bias: Any = None,
+                aux: Any = None) -> Any:
+    """``cute.compile`` a step's ``host(pA, pB, pC, m, n, k, stream, ops, config)`` for these operands; a step with
+    a fused epilogue (`fused` given) is ``host(pA, pB, pC, m, n, k, stream, pSrc, pBias, pAux, alpha, beta, ops,
+    config, fused)``, whose C (`source`), bias and aux `epilogue_pointers` points at (no `fused`: the plain GEMM). Works
+    on CPU tensors
+    too, so every step compiles (and shows its PTX) without a GPU."""
     m, k = a.shape
     n = b.shape[1]
-    return cute.compile(host, *pointers(ops, a, b, c), cutlass.Int32(m), cutlass.Int32(n), cutlass.Int32(k), stream,
-                        ops, config, options=options)
+    head = (*pointers(ops, a, b, c), cutlass.Int32(m), cutlass.Int32(n), cutlass.Int32(k), stream)
+    if fused is None and "fused" in inspect.signature(host).parameters:
+        fused = epilogue.PLAIN  # a step with a fused epilogue, compiled as the plain GEMM
+    if fused is None:
+        return cute.compile(host, *head, ops, config, options=options)
+    return cute.compile(host, *head, *epilogue_pointers(fused, ops, c, source, bias, aux), cutlass.Float32(1.0),
+                        cutlass.Float32(0.0), ops, config, fused, options=options)
 
 
 class Launcher(launch.Launcher):
-    """One step's launcher: validate, compile once per (operand traits, config), then call with raw pointers.
+    """One step's launcher: validate, compile once per (operand traits, config, epilogue), then call with raw
+    pointers.
 
-    ``gemm = Launcher(host, Config, vector=True, min_cc=80)`` in a step's module; ``gemm(a, b, c)`` or
-    ``gemm(a, b, c, Config(...))``. The step's name (in error messages) is the module's. The checks' verdict is kept
+    ``gemm = Launcher(host, Config, vector=True, min_cc=80)`` in a step's module; ``gemm(a, b, d)`` or
+    ``gemm(a, b, d, Config(...))``. The step's name (in error messages) is the module's. The checks' verdict is kept
     per (config, dtypes, devices, shapes, strides, alignment), so a repeated call costs that key, three pointers and
     the call: a few microseconds of host time.
+
+    A step built with ``epilogue=True`` fuses ``D = act(alpha · acc + beta · C + bias)``:
+    ``gemm(a, b, d, epilogue=Epilogue("gelu_tanh", bias="n"), bias=bias, alpha=1.0, beta=0.0, c=None, aux=None)``
+    (`cutecourse.kernels.epilogue`). ``fp8=True``: it also takes fp8 operands, K-major.
     """
 
     def __init__(self, host: Any, config_type: Callable[..., Any], *, vector: bool, min_cc: int,
-                 for_device: Callable[[Any, Any], Any] | None = None) -> None:
+                 for_device: Callable[[Any, Any], Any] | None = None, epilogue: bool = False,
+                 fp8: bool = False) -> None:
         super().__init__(self._compile, self._arguments)
         self.host, self.config_type, self.default = host, config_type, config_type()
         self.step = host.__module__.rpartition(".")[2]
-        self.vector, self.min_cc = vector, min_cc
+        self.vector, self.min_cc, self.fp8 = vector, min_cc, fp8
+        self.fuses = epilogue  # the host takes the epilogue's arguments
         self.for_device = for_device  # (config, torch device) -> the config compiled for that device
-        self.plans: dict[tuple[Any, ...], tuple[Any, Operands]] = {}
+        self.plans: dict[tuple[Any, ...], tuple[Any, Operands, Any]] = {}
 
-    def _compile(self, key: tuple[Operands, Any], a: Any, b: Any, c: Any, stream: Any) -> Any:
-        ops, config = key
-        return compile_for(self.host, config, ops, a, b, c, stream)
+    def _compile(self, key: tuple[Any, ...], a: Any, b: Any, c: Any, stream: Any, **tensors: Any) -> Any:
+        ops, config, fused = key
+        return compile_for(self.host, config, ops, a, b, c, stream, fused=fused if self.fuses else None, **tensors)
 
     @staticmethod
-    def _arguments(key: tuple[Operands, Any], a: Any, b: Any, c: Any) -> tuple[Any, ...]:
+    def _arguments(key: tuple[Any, ...], a: Any, b: Any, c: Any) -> tuple[Any, ...]:
         (m, k), n = a.shape, b.shape[1]
         return (*pointers(key[0], a, b, c), m, n, k)
 
-    def plan(self, a: Any, b: Any, c: Any, config: Any) -> tuple[Any, Operands] | None:
-        """Check the call, compile if needed, and return the compiled kernel and the operands' traits (None: nothing
-        to launch)."""
-        ops = check(a, b, c, step=self.step, vector=self.vector, min_cc=self.min_cc)
+    def plan(self, a: Any, b: Any, c: Any, config: Any, epilogue_: Any = None, alpha: Any = 1.0, beta: Any = 0.0,
+             source: Any = None, bias: Any = None, aux: Any = None) -> tuple[Any, Operands, Any] | None:
+        """Check the call, compile if needed, and return the compiled kernel, the operands' traits and the fused
+        epilogue (None: nothing to launch)."""
+        asked = [name for name, value in (("epilogue", epilogue_), ("c", source), ("bias", bias), ("aux", aux))
+                 if value is not None] + [name for name, value, plain in (("alpha", alpha, 1), ("beta", beta, 0))
+                                          if not isinstance(value, (int, float)) or value != plain]
+        if not self.fuses and asked:
+            raise ValueError(f"{self.step} stores the plain product, so it takes no {', '.join(asked)}: fused "
+                             f"epilogues are in {SM80_STEP}, gemm09_multicast and gemm10_pingpong")
+        ops = check(a, b, c, step=self.step, vector=self.vector, min_cc=self.min_cc, fp8=self.fp8)
+        fused = epilogue.plan(epilogue_, alpha, beta, source, bias, aux, c)
         if c.numel() == 0:
             return None
-        if a.shape[1] == 0:
-            c.zero_()
+        if a.shape[1] == 0:  # no products: D is the epilogue of zero accumulators, which torch computes
+            d, x = epilogue.reference(torch.zeros(c.shape, device=c.device), fused.epilogue, alpha, beta, source, bias)
+            c.copy_(d)
+            if fused.epilogue.aux:
+                aux.copy_(x)
             return None
         if self.for_device is not None:
             config = self.for_device(config, a.device)
-        return self.kernel((ops, config), a, b, c, stream=launch.current_stream()), ops
+        tensors = {"source": source, "bias": bias, "aux": aux} if self.fuses else {}
+        return self.kernel((ops, config, fused), a, b, c, stream=launch.current_stream(), **tensors), ops, fused
 
-    def __call__(self, a: Any, b: Any, c: Any = None, config: Any = None) -> Any:  # type: ignore[override]
-        if c is None and isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dim() == b.dim() == 2:
-            c = torch.empty(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device)
+    def __call__(self, a: Any, b: Any, d: Any = None, config: Any = None, *,  # type: ignore[override]
+                 epilogue: Any = None, alpha: Any = 1.0, beta: Any = 0.0, c: Any = None, bias: Any = None,
+                 aux: Any = None) -> Any:
+        if d is None and isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dim() == b.dim() == 2:
+            dtype = torch.bfloat16 if launch.dtype_name(a) in FP8_DTYPES else a.dtype
+            d = torch.empty(a.shape[0], b.shape[1], dtype=dtype, device=a.device)
         config = self.default if config is None else config
         if not isinstance(config, self.config_type):
             given = f"{type(config).__module__.rpartition('.')[2]}.{type(config).__qualname__}"
             raise ValueError(f"config is a {given}; {self.step} takes its own: {self.step}.Config(...)")
+
+        def traits_of(t: Any) -> Any:
+            return None if t is None else (t.dtype, t.device, t.shape, t.stride())
+
         try:
-            key = (config, a.dtype, b.dtype, c.dtype, a.device, b.device, c.device, a.shape, b.shape, c.shape,
-                   a.stride(), b.stride(), c.stride(), a.data_ptr() % 16, b.data_ptr() % 16, c.data_ptr() % 16)
-        except (AttributeError, TypeError):  # not tensors: the checks say so
+            key = (config, a.dtype, b.dtype, d.dtype, a.device, b.device, d.device, a.shape, b.shape, d.shape,
+                   a.stride(), b.stride(), d.stride(), a.data_ptr() % 16, b.data_ptr() % 16, d.data_ptr() % 16,
+                   epilogue, alpha != 1, beta != 0, traits_of(c), traits_of(bias), traits_of(aux))
+            if isinstance(alpha, bool) or isinstance(beta, bool) or not math.isfinite(alpha) * math.isfinite(beta):
+                key = None  # the checks say what is wrong
+        except (AttributeError, TypeError):  # not tensors, or not numbers: the checks say so
             key = None
         plan = self.plans.get(key) if key is not None else None
         if plan is None:
-            plan = self.plan(a, b, c, config)
+            plan = self.plan(a, b, d, config, epilogue, alpha, beta, c, bias, aux)
             if plan is None:
-                return c
+                return d
             if len(self.plans) > 4096:
                 self.plans.clear()
             self.plans[key] = plan
-        fn, ops = plan
-        fn(*self._arguments((ops, config), a, b, c), launch.current_stream(a.get_device()))
-        return c
+        fn, ops, fused = plan
+        args = self._arguments((ops, config), a, b, d)
+        stream = launch.current_stream(a.get_device())
+        if self.fuses:
+            fn(*args, stream, *epilogue_pointers(fused, ops, d, c, bias, aux), float(alpha), float(beta))
+        else:
+            fn(*args, stream)
+        return d
 
 
 def for_device(config: Any, device: Any) -> Any:

@@ -88,11 +88,12 @@ class Launcher:
         self.compile, self.arguments = compile, arguments
         self.compiled: dict[Any, Any] = {}
 
-    def kernel(self, key: Any, *tensors: Any, stream: Any) -> Any:
-        """The kernel compiled for `key`, compiled now for tensors like these if no call had that key before."""
+    def kernel(self, key: Any, *tensors: Any, stream: Any, **named: Any) -> Any:
+        """The kernel compiled for `key`, compiled now for tensors like these (and `named` ones, which `compile` takes
+        by name) if no call had that key before."""
         fn = self.compiled.get(key)
         if fn is None:
-            fn = self.compiled[key] = self.compile(key, *tensors, stream)
+            fn = self.compiled[key] = self.compile(key, *tensors, stream, **named)
         return fn
 
     def __call__(self, key: Any, *tensors: Any, scalars: tuple[Any, ...] = ()) -> Any:

@@ -1,0 +1,213 @@
+"""The GEMM steps' fused epilogue: ``D = act(alpha · acc + beta · C + bias)``, one description that steps 5, 9 and 10
+compile into their kernels.
+
+An `Epilogue` says what to fuse (an activation, a bias broadcast along N or M, an auxiliary output of the
+pre-activation); the launcher adds what the call's tensors fix (`Fused`: whether C is read at all, the bias's
+dtype, whether alpha scales) and compiles one kernel per combination. Inside the kernel each accumulator goes
+through `element` in fp32, in registers, before it is rounded to D's dtype and stored: no extra pass over memory.
+
+The bias is a layout, not code: a (N,) vector seen as an (M, N) tensor with strides (0, 1) (every row reads the same
+N values; ``"m"``: strides (1, 0)), indexed with the accumulator's own (m, n) coordinate, so broadcasting costs
+nothing beyond the load. ``beta == 0`` never reads C: the load is not even traced, so C may hold NaN.
+
+To add an activation, add one `Activation` to `ACTIVATIONS`: its device function (a ``@cute.jit`` on one Float32)
+and its torch reference. Every step, the launcher's checks and the tests pick it up.
+
+    >>> Epilogue("gelu_tanh", bias="n")
+    Epilogue(activation='gelu_tanh', bias='n', aux=False)
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import cutlass
+import cutlass.cute as cute
+import torch
+
+SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
+GELU_CUBIC = 0.044715  # the tanh approximation's cubic term (Hendrycks & Gimpel; cuBLASLt's GELU epilogue)
+
+
+@cute.jit
+def _identity(x: cutlass.Float32) -> cutlass.Float32:
+    return x
+
+
+@cute.jit
+def _relu(x: cutlass.Float32) -> cutlass.Float32:
+    return cute.arch.fmax(x, cutlass.Float32(0.0))
+
+
+@cute.jit
+def _gelu_tanh(x: cutlass.Float32) -> cutlass.Float32:
+    inner = SQRT_2_OVER_PI * (x + GELU_CUBIC * x * x * x)
+    return 0.5 * x * (1.0 + cute.math.tanh(inner, fastmath=True))
+
+
+@cute.jit
+def _gelu_erf(x: cutlass.Float32) -> cutlass.Float32:
+    return 0.5 * x * (1.0 + cute.math.erf(x * (1 / math.sqrt(2)), fastmath=True))
+
+
+@cute.jit
+def _silu(x: cutlass.Float32) -> cutlass.Float32:
+    return x * cute.math.rcp(1.0 + cute.math.exp(-x, fastmath=True), fastmath=True)
+
+
+@dataclass(frozen=True)
+class Activation:
+    """One activation: `device` runs inside kernels on one fp32 value; `reference` is the same function in torch,
+    what the tests and `reference` judge with."""
+
+    device: Callable[[Any], Any]
+    reference: Callable[[torch.Tensor], torch.Tensor]
+
+
+ACTIVATIONS: dict[str, Activation] = {
+    "none": Activation(_identity, lambda x: x),
+    "relu": Activation(_relu, torch.relu),
+    "gelu_tanh": Activation(_gelu_tanh, lambda x: torch.nn.functional.gelu(x, approximate="tanh")),
+    "gelu_erf": Activation(_gelu_erf, torch.nn.functional.gelu),
+    "silu": Activation(_silu, torch.nn.functional.silu),
+}
+BIAS = ("none", "n", "m")  # no bias; one per column (torch's addmm bias, broadcast down M); one per row
+
+
+@dataclass(frozen=True)
+class Epilogue:
+    """What a GEMM step fuses after its mainloop: ``x = alpha · acc + beta · C + bias``, stored in D's dtype as
+    ``act(x)``; with ``aux=True`` x itself is stored too (the pre-activation a backward pass needs)."""
+
+    activation: str = "none"
+    bias: str = "none"  # "none", "n": a (N,) vector, one value per column; "m": an (M,) vector, one per row
+    aux: bool = False
+
+    def __post_init__(self) -> None:
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"activation={self.activation!r}: pick one of {', '.join(map(repr, ACTIVATIONS))}, or "
+                             "add an Activation to cutecourse.kernels.epilogue.ACTIVATIONS")
+        if self.bias not in BIAS:
+            raise ValueError(f"bias={self.bias!r}: pick 'none', 'n' (a vector of N, one per column, as torch's addmm "
+                             "bias) or 'm' (a vector of M, one per row)")
+        if not isinstance(self.aux, bool):
+            raise ValueError(f"aux={self.aux!r}: True (also store the pre-activation) or False")
+
+
+@dataclass(frozen=True)
+class Fused:
+    """The compile-time part of one call's epilogue: the `Epilogue`, and what its tensors and scalars fix."""
+
+    epilogue: Epilogue = Epilogue()
+    source: bool = False  # beta != 0: C is read (never when beta == 0)
+    scaled: bool = False  # alpha != 1
+    bias_dtype: str = ""  # the bias's dtype name ("" without one)
+
+    @property
+    def identity(self) -> bool:
+        """Nothing to do beyond rounding the accumulators: the plain GEMM's epilogue."""
+        return self.epilogue == Epilogue() and not self.source and not self.scaled
+
+
+PLAIN = Fused()
+
+
+def _vector_check(name: str, t: Any, length: int, what: str, d: Any) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor of {length} values ({what}), got {type(t).__name__}")
+    if t.dim() != 1 or t.shape[0] != length:
+        raise ValueError(f"{name} has shape {tuple(t.shape)}; this epilogue wants ({length},), {what}: "
+                         f"{name} = torch.randn({length}, dtype={d.dtype}, device='{d.device}')")
+    if t.dtype not in (d.dtype, torch.float32):
+        raise ValueError(f"{name} has dtype {t.dtype}; pass D's dtype ({d.dtype}) or float32: "
+                         f"{name} = {name}.to({d.dtype})")
+    if t.stride(0) != 1 and length > 1:
+        raise ValueError(f"{name} has stride {t.stride(0)}; pass a contiguous vector: {name} = {name}.contiguous()")
+
+
+def _matrix_check(name: str, t: Any, d: Any, why: str) -> None:
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{name} must be a torch.Tensor ({why}), got {type(t).__name__}")
+    if tuple(t.shape) != tuple(d.shape) or t.dtype != d.dtype:
+        raise ValueError(f"{name} is {tuple(t.shape)} {t.dtype}; it must match D, {tuple(d.shape)} {d.dtype}: "
+                         f"{name} = torch.empty_like(d)")
+    if not t.is_contiguous():
+        raise ValueError(f"{name} has strides {t.stride()}; pass a row-major tensor: {name} = {name}.contiguous()")
+
+
+def plan(epilogue: Any, alpha: Any, beta: Any, c: Any, bias: Any, aux: Any, d: Any) -> Fused:
+    """Check one call's epilogue arguments against D (`d`, already checked) and say what the kernel must do. Every
+    tensor must sit on D's device; errors name the argument and the fix."""
+    epilogue = Epilogue() if epilogue is None else epilogue
+    if not isinstance(epilogue, Epilogue):
+        raise ValueError(f"epilogue is a {type(epilogue).__name__}; pass an Epilogue(activation=..., bias=..., aux=...) "
+                         "from cutecourse.kernels.epilogue")
+    for name, value in (("alpha", alpha), ("beta", beta)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"{name}={value!r}: pass a finite Python float, e.g. {name}=1.0")
+    m, n = d.shape
+    if beta != 0:
+        _matrix_check("c", c, d, f"beta={beta} reads it: D = alpha·acc + beta·C")
+    if epilogue.bias == "none" and bias is not None:
+        raise ValueError("bias is given but the epilogue has bias='none': Epilogue(..., bias='n') for one value per "
+                         "column (N), bias='m' for one per row (M)")
+    if epilogue.bias != "none":
+        length, what = (n, "one per column") if epilogue.bias == "n" else (m, "one per row")
+        _vector_check("bias", bias, length, what, d)
+    if epilogue.aux:
+        _matrix_check("aux", aux, d, "Epilogue(aux=True) stores the pre-activation there")
+    elif aux is not None:
+        raise ValueError("aux is given but the epilogue has aux=False: Epilogue(..., aux=True) stores the "
+                         "pre-activation in it")
+    used = [("c", c if beta != 0 else None), ("bias", bias), ("aux", aux)]
+    for name, t in used:
+        if t is not None and t.device != d.device:
+            raise ValueError(f"{name} is on {t.device} but D is on {d.device}: {name} = {name}.to('{d.device}')")
+    bias_dtype = str(bias.dtype).removeprefix("torch.") if epilogue.bias != "none" else ""
+    return Fused(epilogue, source=beta != 0, scaled=alpha != 1, bias_dtype=bias_dtype)
+
+
+def reference(acc: torch.Tensor, epilogue: Epilogue, alpha: float = 1.0, beta: float = 0.0, c: Any = None,
+              bias: Any = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """What the kernels compute, in float64 on `acc`'s device (e.g. ``a.double() @ b.double()``): (D, x), x being
+    the pre-activation the aux output holds. beta == 0 ignores `c`, as the kernels do."""
+    x = alpha * acc.double()
+    if beta != 0:
+        x = x + beta * c.double()
+    if epilogue.bias == "n":
+        x = x + bias.double()[None, :]
+    elif epilogue.bias == "m":
+        x = x + bias.double()[:, None]
+    return ACTIVATIONS[epilogue.activation].reference(x), x
+
+
+# Inside kernels: plain functions, called while a step's ``@cute.jit`` host or kernel is traced ----------------------
+
+def tensors(fused: Fused, pSrc: cute.Pointer, pBias: cute.Pointer, pAux: cute.Pointer, m: Any, n: Any
+            ) -> tuple[cute.Tensor, cute.Tensor, cute.Tensor]:
+    """In a host: C (the source), the bias and aux as (M, N) tensors. The bias's layout broadcasts it: strides
+    (0, 1) repeat one row of N values down M, (1, 0) one column of M values along N."""
+    row_major = cute.make_layout((m, n), stride=(n, 1))
+    bias_stride = (0, 1) if fused.epilogue.bias == "n" else (1, 0)
+    return (cute.make_tensor(pSrc, row_major), cute.make_tensor(pBias, cute.make_layout((m, n), stride=bias_stride)),
+            cute.make_tensor(pAux, row_major))
+
+
+def element(fused: Fused, acc: Any, coord: Any, mSrc: cute.Tensor, mBias: cute.Tensor, mAux: cute.Tensor,
+            alpha: Any, beta: Any) -> Any:
+    """In a kernel: one fp32 accumulator at (m, n) = `coord` (inside the matrix) through the epilogue. The aux
+    output is stored here; the caller rounds the result to D's dtype and stores it. What `fused` leaves out is not
+    traced at all: without a source (beta == 0) no instruction reads C."""
+    x = acc
+    if fused.scaled:
+        x = alpha * x
+    if fused.source:
+        x = x + beta * mSrc[coord].to(cutlass.Float32)
+    if fused.epilogue.bias != "none":
+        x = x + mBias[coord].to(cutlass.Float32)
+    if fused.epilogue.aux:
+        mAux[coord] = x.to(mAux.element_type)
+    return ACTIVATIONS[fused.epilogue.activation].device(x)
