@@ -121,10 +121,11 @@ def settled_rounds(kernels: dict[str, Callable[[int], object]], rounds: int, set
     return times, power
 
 
-def checked(name: str, gemm: Any, config: Any, a: Any, b: Any, c: Any, say: Callable[[str], object] = print
-            ) -> Callable[[int], object]:
+def checked(name: str, gemm: Any, config: Any, a: Any, b: Any, c: Any, say: Callable[[str], object] = print,
+            judge: Callable[[Any], str | None] | None = None) -> Callable[[int], object]:
     """`gemm(a, b, c, config)` run once into a NaN-filled C and checked against torch in float64 (the first call also
-    compiles; a wrong result stops the run), as the closure fn(i) that `settled_rounds` times."""
+    compiles; a wrong result stops the run), as the closure fn(i) that `settled_rounds` times. `judge(c)` says what
+    is wrong with C (None: nothing); by default gemm_launch.within_bounds(c, a, b), C = a @ b."""
     import torch
 
     from cutecourse.kernels import gemm_launch
@@ -133,7 +134,7 @@ def checked(name: str, gemm: Any, config: Any, a: Any, b: Any, c: Any, say: Call
     start = time.perf_counter()
     gemm(a, b, c, config)
     torch.cuda.synchronize()
-    problem = gemm_launch.within_bounds(c, a, b)
+    problem = judge(c) if judge else gemm_launch.within_bounds(c, a, b)
     if problem:
         raise SystemExit(f"{name} is wrong: {problem}")
     say(f"{name}: correct; first call (compile + run) {time.perf_counter() - start:.1f} s")

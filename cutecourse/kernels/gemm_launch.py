@@ -220,17 +220,15 @@ def store_inside(acc: cute.Tensor, tCgC: cute.Tensor, tCcC: cute.Tensor, shape: 
             tCgC[i] = acc[i].to(tCgC.element_type)
 
 
-def epilogue_pointers(fused: epilogue.Fused, ops: Operands, d: Any, c: Any = None, bias: Any = None,
+def epilogue_pointers(fused: epilogue.Fused, ops: Operands, pD: Any, c: Any = None, bias: Any = None,
                       aux: Any = None) -> tuple[Any, Any, Any]:
-    """Pointers to the epilogue's C (source), bias and aux. One the epilogue does not read or write points at D
-    (with the dtype the kernel was compiled for): the kernel never dereferences it."""
+    """Pointers to the epilogue's C (source), bias and aux. One the epilogue does not read or write is `pD`, D's own
+    pointer (with C's dtype, which a missing bias is compiled with too): the kernel never dereferences it."""
     cd = dtype(ops.c)
-    c = c if fused.source else d
-    bias = bias if fused.bias_dtype else d
-    aux = aux if fused.epilogue.aux else d
-    return (make_ptr(cd, c.data_ptr(), GMEM, assumed_align=c.element_size()),
-            make_ptr(dtype(fused.bias_dtype or ops.c), bias.data_ptr(), GMEM, assumed_align=bias.element_size()),
-            make_ptr(cd, aux.data_ptr(), GMEM, assumed_align=aux.element_size()))
+    return (make_ptr(cd, c.data_ptr(), GMEM, assumed_align=c.element_size()) if fused.source else pD,
+            make_ptr(dtype(fused.bias_dtype), bias.data_ptr(), GMEM, assumed_align=bias.element_size())
+            if fused.bias_dtype else pD,
+            make_ptr(cd, aux.data_ptr(), GMEM, assumed_align=aux.element_size()) if fused.epilogue.aux else pD)
 
 
 def compile_for(host: Any, config: Any, ops: Operands, a: Any, b: Any, c: Any, stream: Any,
@@ -243,13 +241,19 @@ def compile_for(host: Any, config: Any, ops: Operands, a: Any, b: Any, c: Any, s
     too, so every step compiles (and shows its PTX) without a GPU."""
     m, k = a.shape
     n = b.shape[1]
-    head = (*pointers(ops, a, b, c), cutlass.Int32(m), cutlass.Int32(n), cutlass.Int32(k), stream)
+    pA, pB, pC = pointers(ops, a, b, c)
+    head = (pA, pB, pC, cutlass.Int32(m), cutlass.Int32(n), cutlass.Int32(k), stream)
     if fused is None and "fused" in inspect.signature(host).parameters:
         fused = epilogue.PLAIN  # a step with a fused epilogue, compiled as the plain GEMM
     if fused is None:
         return cute.compile(host, *head, ops, config, options=options)
-    return cute.compile(host, *head, *epilogue_pointers(fused, ops, c, source, bias, aux), cutlass.Float32(1.0),
+    return cute.compile(host, *head, *epilogue_pointers(fused, ops, pC, source, bias, aux), cutlass.Float32(1.0),
                         cutlass.Float32(0.0), ops, config, fused, options=options)
+
+
+def _traits_of(t: Any) -> Any:
+    """What of an optional epilogue tensor the launcher's cached verdict depends on."""
+    return None if t is None else (t.dtype, t.device, t.shape, t.stride())
 
 
 class Launcher(launch.Launcher):
@@ -322,13 +326,10 @@ class Launcher(launch.Launcher):
             given = f"{type(config).__module__.rpartition('.')[2]}.{type(config).__qualname__}"
             raise ValueError(f"config is a {given}; {self.step} takes its own: {self.step}.Config(...)")
 
-        def traits_of(t: Any) -> Any:
-            return None if t is None else (t.dtype, t.device, t.shape, t.stride())
-
         try:
             key = (config, a.dtype, b.dtype, d.dtype, a.device, b.device, d.device, a.shape, b.shape, d.shape,
                    a.stride(), b.stride(), d.stride(), a.data_ptr() % 16, b.data_ptr() % 16, d.data_ptr() % 16,
-                   epilogue, alpha != 1, beta != 0, traits_of(c), traits_of(bias), traits_of(aux))
+                   epilogue, alpha != 1, beta != 0, _traits_of(c), _traits_of(bias), _traits_of(aux))
             if isinstance(alpha, bool) or isinstance(beta, bool) or not math.isfinite(alpha) * math.isfinite(beta):
                 key = None  # the checks say what is wrong
         except (AttributeError, TypeError):  # not tensors, or not numbers: the checks say so
@@ -342,10 +343,10 @@ class Launcher(launch.Launcher):
                 self.plans.clear()
             self.plans[key] = plan
         fn, ops, fused = plan
-        args = self._arguments((ops, config), a, b, d)
+        args = self._arguments((ops, config), a, b, d)  # pA, pB, pD, m, n, k
         stream = launch.current_stream(a.get_device())
         if self.fuses:
-            fn(*args, stream, *epilogue_pointers(fused, ops, d, c, bias, aux), float(alpha), float(beta))
+            fn(*args, stream, *epilogue_pointers(fused, ops, args[2], c, bias, aux), float(alpha), float(beta))
         else:
             fn(*args, stream)
         return d

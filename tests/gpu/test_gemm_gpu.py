@@ -233,9 +233,10 @@ def test_a_cached_launch_adds_at_most_20_us_of_host_time(step):
     module = runnable(step)
     a, b, c = operands(64, 64, 64, COMBOS[0])
     bare, ops, fused = module.gemm.plan(a, b, c, module.Config())  # checks and compiles
-    args = (*gemm_launch.pointers(ops, a, b, c), 64, 64, 64, launch.current_stream())
+    pA, pB, pC = gemm_launch.pointers(ops, a, b, c)
+    args = (pA, pB, pC, 64, 64, 64, launch.current_stream())
     if module.gemm.fuses:  # the plain epilogue's unused pointers, alpha and beta
-        args += (*gemm_launch.epilogue_pointers(fused, ops, c), 1.0, 0.0)
+        args += (*gemm_launch.epilogue_pointers(fused, ops, pC), 1.0, 0.0)
 
     def host_us(calls, n=200, rounds=9):
         """Each call's best µs per call over `rounds`, the calls' batches interleaved, so that a change of the host's

@@ -232,6 +232,31 @@ def ring_schedule(k_tiles, stages):
     return [(kt % stages, (kt // stages) % 2, (kt // stages) % 2) for kt in range(k_tiles)]
 """),
     },
+    "07_epilogue": {
+        # section 3: the running sums and the accumulation error against float64 on the rounded inputs, fp16 first
+        "7.1": (["s = (s + row).astype(acc).astype(np.float64)",
+                 "errors = {acc: {k: rel(s, exact[k - 1]) for k, s in running_sums(products, acc, set(KS)).items()}"], """
+import numpy as np
+import torch
+def choose_accumulator(k, tolerance, dtype):
+    a, b = torch.randn(2, k, 1024, generator=torch.Generator().manual_seed(7)).to(getattr(torch, dtype))
+    products = a.double().numpy() * b.double().numpy()
+    exact = products.sum(axis=0)
+    for acc in ("float16", "float32"):
+        s = np.zeros(products.shape[1])
+        for row in products:
+            s = (s + row).astype(acc).astype(np.float64)
+        if np.linalg.norm(s - exact) / np.linalg.norm(exact) <= tolerance:
+            return acc
+    return None
+"""),
+        # section 1: the bias's broadcast layouts on the tile, and lane 5's two elements
+        "7.2": (["bias_n, bias_m = Layout((16, 8), (0, 1)), Layout((16, 8), (1, 0))"], """
+from cutecourse.layout import Layout
+def bias_fragment(tv_layout_c, tile_m, tile_n, bias_mode):
+    return Layout((tile_m, tile_n), (0, 1) if bias_mode == "n" else (1, 0)), 2
+"""),
+    },
 }
 
 
@@ -261,6 +286,8 @@ def test_every_lesson_has_printed_code_or_says_why():
     such calls and expects 0); 5.5 and 5.6, the kernels: test_lesson_05 submits what the lesson prints of step 3 as
     those answers, and they earn no kernel points; 6.3, whose answer the lesson does not compute (test_lesson_06
     submits step 7's own stage count); 6.4 and 6.5, the kernels: test_l06_cp_async and test_l06_tma_pipeline submit
-    the package's steps 4 and 6 as those answers, and they fail the PTX checks."""
+    the package's steps 4 and 6 as those answers, and they fail the PTX checks; 7.3 and 7.4, the kernels:
+    test_l07_fused_epilogue submits the lesson's worked example and step 5's epilogue as those answers, and they fail
+    the PTX checks."""
     assert sorted(PRINTED) == LESSONS
 

@@ -8,6 +8,8 @@ import time
 
 from cutecourse import bench
 
+from . import benchmarks
+
 
 def test_clocks_take_the_median_reading_inside_the_window_and_skip_unreadable_lines():
     lines = ["1500, 690.50", "[N/A], [N/A]", "1400, 700.00", "1900, 650.00"]  # medians, not means
@@ -30,17 +32,11 @@ def test_clocks_without_nvidia_smi_read_nothing(monkeypatch):
 
 
 def test_the_gemm_benchmark_names_a_malformed_variant_and_the_form_it_wants():
-    import importlib.util
-    from pathlib import Path
-
     import pytest
 
     pytest.importorskip("cutlass")
     pytest.importorskip("torch")  # the kernels it lists import torch; the DSL alone (3.10, no torch) is not enough
-    path = Path(__file__).parents[2] / "benchmarks" / "gemm.py"
-    spec = importlib.util.spec_from_file_location("gemm_benchmark", path)
-    gemm = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gemm)
+    gemm = benchmarks.load("gemm", "gemm_benchmark")
     for bad in ("11:stages=3", "9:epi_n", "stages=3"):
         with pytest.raises(SystemExit, match=f"--variants '{bad}': write STEP:FIELD=VALUE"):
             gemm.kernels_to_time([], [bad])
@@ -49,13 +45,7 @@ def test_the_gemm_benchmark_names_a_malformed_variant_and_the_form_it_wants():
 
 
 def test_the_benchmarks_summary_takes_medians_and_the_ratio_to_the_baseline_of_the_same_rounds():
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).parents[2] / "benchmarks" / "gemm.py"
-    spec = importlib.util.spec_from_file_location("gemm_benchmark_summary", path)
-    gemm = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(gemm)
+    gemm = benchmarks.load("gemm", "gemm_benchmark_summary")
     times = {"torch.matmul": [2.0, 1.0, 3.0], "ours": [1.0, 4.0, 0.5]}  # medians 2 ms and 1 ms
     power = {"torch.matmul": [(1500.0, 690.0), (1400.0, 680.0), (1600.0, 700.0)], "ours": []}
     got = gemm.summary(times, power, flops=2e9)

@@ -5,8 +5,6 @@ scenarios follow the three rules; the benchmark's stage sweep runs every step fr
 most that fit; every argument error names the argument, the value and the fix."""
 
 import importlib
-import sys
-from pathlib import Path
 
 import pytest
 
@@ -15,7 +13,8 @@ pytest.importorskip("torch")
 
 from cutecourse.kernels import mbarrier_demo, ptx, smem_banks  # noqa: E402
 
-ROOT = Path(__file__).parents[2]
+from . import benchmarks  # noqa: E402
+
 LDMATRIX_X4 = "ldmatrix.sync.aligned.m8n8.x4.shared.b16"
 
 
@@ -120,14 +119,7 @@ def test_the_reference_rules_can_fail():
 @pytest.fixture(scope="module")
 def benchmark():
     """benchmarks/smem_pipelines.py as a module (it imports benchmarks/gemm.py as `gemm`, as when run)."""
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    try:
-        spec = importlib.util.spec_from_file_location("smem_pipelines", ROOT / "benchmarks" / "smem_pipelines.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(ROOT / "benchmarks"))
-    return module
+    return benchmarks.load("smem_pipelines")
 
 
 def test_the_stage_sweep_runs_each_step_from_its_least_stages_to_the_most_that_fit(benchmark):

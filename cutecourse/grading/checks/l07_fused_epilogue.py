@@ -1,0 +1,419 @@
+"""Checks of exercises 7.3 and 7.4 (lesson 7): two epilogues of the lesson's sm_80 Tensor Core GEMM (the given
+mainloop: a 64 × 64 × 64 tile, m16n8k16 over 4 × 1 warps, cp.async into swizzled shared tiles, ldmatrix.x4).
+
+- 7.3, a fused epilogue: ``D = leaky_relu(row_scale[m] · acc + beta · C, slope)`` in fp32, stored in D's 16-bit
+  dtype; ``beta`` and ``slope`` are runtime Float32 scalars; row_scale (M,) fp32 is read through a stride-0 broadcast
+  layout partitioned like C; beta = 0 never reads C (C may be all NaN).
+- 7.4, a vectorized store: ``D = A @ B.T`` rounded to D's 16-bit dtype, staged warp by warp through shared memory
+  (a warp's band of 16 rows is written and read by that warp alone, ordered by a warp barrier) and written with
+  16-byte ``st.global.v4`` stores, predicated on M and N.
+
+The PTX checks judge what the PTX can show: one kernel, its MMAs, its runtime f32 parameters, which global reads and
+stores it makes and how wide, whether they are behind predicates, and, for 7.4, its shared-memory round trip and its
+barriers after the K loop. What the PTX cannot show (whether C is read when beta = 0, the arithmetic, where each value
+lands) is judged on a GPU against float64 references computed here from the inputs as the learner's process held
+them; the hidden tests (tests/hidden/test_07_epilogue.py) use the same generators on shapes the notebook never shows.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from typing import Any
+
+from cutecourse.grading import sandbox
+from cutecourse.grading.checks import Check, input_of, relative_error
+from cutecourse.grading.checks import l05_tiled_mma as L5
+
+TILE_M, TILE_N, TILE_K = 64, 64, 64  # the answer cells' CTA tile
+WARPS_M = 4  # warps stacked along M: warp w owns the tile's rows 16 w .. 16 w + 15
+VECTOR = L5.VECTOR  # 16-bit elements per 16-byte vector: N and K are multiples of it
+DTYPES = ("float16", "bfloat16")
+#: fused_kernel's parameters, in the order of its signature (mA, mB, mC, mRowScale, mD, beta, slope, ...): which
+#: tensor an ld.global reads is told by the parameter its address comes from.
+C_PARAM, SCALE_PARAM = 2, 3
+#: (dtype, arch) of the PTX checks and the hidden PTX tests: both 16-bit types, both archs.
+PTX_CASES = [(dtype, arch) for dtype in DTYPES for arch in ("sm_80", "sm_90a")]
+
+_ENTRY = re.compile(r"\.entry\s+\w+\s*\(([^)]*)\)", re.DOTALL)
+_LABEL = re.compile(r"^\s*(\$\w+):", re.MULTILINE)
+_BRANCH = re.compile(r"\bbra(?:\.uni)?\s+(\$\w+)\s*;")
+_GLOBAL = re.compile(r"^\s*(@!?%\w+\s+)?(ld|st)\.global(\.\w+)*\s", re.MULTILINE)
+
+
+# --------------------------------------------------------------------------- what both PTX checks look for
+
+
+def _kernel_ptx(code: Any) -> tuple[str, str | None]:
+    """The PTX text of `code`, and what is wrong with it as one of this lesson's kernels (one kernel, with the given
+    mainloop's m16n8k16 MMAs), or None."""
+    from cutecourse.kernels import ptx
+
+    text = L5._ptx_text(code)
+    if text is None:
+        return "", "expected the PTX text (a str with an .entry)"
+    entries = len(_ENTRY.findall(text))
+    if entries != 1:
+        return text, (f"the PTX has {entries} kernels (.entry); the epilogue is fused: one kernel runs the mainloop "
+                      f"and the epilogue, and the host launches it once")
+    k16, every = ptx.count(text, "mma.sync.aligned.m16n8k16"), ptx.count(text, "mma.sync")
+    if not k16 or every != k16:
+        return text, (f"the PTX has {k16} mma.sync.m16n8k16 among {every} mma.sync: the given mainloop(...) call "
+                      f"computes the accumulators; keep it as it is")
+    return text, None
+
+
+def _accesses(code: str, kind: str) -> list[tuple[int, int]]:
+    """(line index, bits) of each global access of `kind` ("ld" or "st"); bits from the PTX type and vector width."""
+    lines = code.splitlines()
+    found = []
+    for i, line in enumerate(lines):
+        m = _GLOBAL.match(line)
+        if m and m.group(2) == kind:
+            opcode = line.split()[1] if m.group(1) else line.split()[0]
+            parts = opcode.split(".")
+            width = next((int(p[1:]) for p in parts if re.fullmatch(r"v\d", p)), 1)
+            bits = next((int(p[1:]) for p in reversed(parts) if re.fullmatch(r"[bfsu]\d+", p)), 0)
+            found.append((i, width * bits))
+    return found
+
+
+def _unguarded(code: str, kind: str) -> int:
+    """How many global accesses of `kind` run without a guard of their own: not predicated, and no conditional branch
+    (how the DSL compiles an ``if``) between them and the label or the access of the same kind before them: two
+    accesses in one guarded block share a predicate, which an element-wise guard does not."""
+    lines = code.splitlines()
+    starts = {i for i, _ in _accesses(code, kind)}
+    count = 0
+    for i in sorted(starts):
+        if _GLOBAL.match(lines[i]).group(1):
+            continue
+        j = i - 1
+        while j >= 0 and not _LABEL.match(lines[j]) and j not in starts and not re.match(r"^\s*@!?%\w+\s+bra",
+                                                                                         lines[j]):
+            j -= 1
+        if j < 0 or _LABEL.match(lines[j]) or j in starts:
+            count += 1
+    return count
+
+
+def _epilogue(code: str) -> list[str]:
+    """The PTX after the K loop: after the first backward branch that follows the last MMA (the K loop is a dynamic
+    loop around the MMAs; everything after its back edge is the epilogue)."""
+    lines = code.splitlines()
+    last_mma = max(i for i, line in enumerate(lines) if "mma.sync" in line)
+    labels = {m.group(1): i for i, line in enumerate(lines) for m in [_LABEL.match(line)] if m}
+    for i in range(last_mma + 1, len(lines)):
+        target = _BRANCH.search(lines[i])
+        if target and labels.get(target.group(1), len(lines)) <= last_mma:
+            return lines[i + 1:]
+    return lines[last_mma + 1:]
+
+
+_PARAM_LOAD = re.compile(r"^\s*(?:@!?%\w+\s+)?ld\.param\S*\s+(\{[^}]*\}|%\w+)\s*,\s*\[\w+?_param_(\d+)")
+_REGISTER = re.compile(r"%\w+")
+
+
+def _global_reads(code: str) -> list[set[int]]:
+    """For each ld.global, the kernel parameters its address is computed from (a register's sources followed
+    through every instruction that writes it, from the ld.param of each tensor's pointer and strides on)."""
+    sources: dict[str, set[int]] = {}
+    reads = []
+    for line in code.splitlines():
+        text = re.sub(r"^\s*@!?%\w+\s+", "", line.split("//")[0]).strip()
+        loaded = _PARAM_LOAD.match(text)
+        if loaded:
+            for register in _REGISTER.findall(loaded.group(1)):
+                sources[register] = {int(loaded.group(2))}
+            continue
+        if text.startswith("ld.global"):
+            address = text[text.index("["):]
+            reads.append(set().union(*(sources.get(r, set()) for r in _REGISTER.findall(address))))
+        registers = _REGISTER.findall(text)
+        if registers and not text.startswith(("st.", "bra", "bar", "@")):
+            dest, used = registers[0], registers[1:]
+            sources[dest] = sources.get(dest, set()).union(*(sources.get(r, set()) for r in used))
+    return reads
+
+
+# --------------------------------------------------------------------------- 7.3 the fused epilogue
+
+
+def fused_ptx_hint(code: Any) -> str | None:
+    """What is missing from, or wrong in, the PTX of the fused epilogue; None if it has what 7.3 asks."""
+    code, problem = _kernel_ptx(code)
+    if problem:
+        return problem
+    scalars = _ENTRY.search(code).group(1).count(".param .f32")
+    if scalars < 2:
+        return (f"the kernel has {scalars} .f32 parameters; beta and slope are runtime Float32 arguments of the "
+                f"kernel (one compile serves every beta and slope): a Constexpr is baked into the code instead")
+    reads = _global_reads(code)
+    if not reads:
+        return ("nothing in the kernel reads global memory besides the mainloop's cp.async: D depends on neither "
+                "row_scale nor C (is this still the worked example's epilogue?)")
+    if not any(SCALE_PARAM in params for params in reads):
+        return ("no ld.global reads row_scale: each accumulator's row scale comes from the broadcast row_scale "
+                "tensor (an (M, N) view of it with stride 0 along N), partitioned like C")
+    if not any(C_PARAM in params for params in reads):
+        return ("no ld.global reads C: D = leaky_relu(row_scale · acc + beta · C, slope) needs C's element at each "
+                "accumulator's (row, column) whenever beta is not 0")
+    if not _accesses(code, "st"):
+        return "no st.global: D is never written"
+    for kind, what in (("ld", "reads"), ("st", "stores")):
+        bare = _unguarded(code, kind)
+        if bare:
+            return (f"{bare} global {what} are not behind a predicate: on a ragged edge tile they touch elements "
+                    f"outside the matrices; test each element's coordinate (the identity tensor cD, partitioned like "
+                    f"the accumulators) against D's shape first")
+    return None
+
+
+def fused_ptx_case(dtype: str, arch: str) -> tuple[Any, ...]:
+    """A PTX case: the arch, CPU stand-ins of A (M, K), B (N, K), C (M, N), row_scale (M,) fp32 and D (M, N), then
+    beta and slope."""
+    import numpy as np
+
+    z = np.zeros
+    return (arch, *(sandbox.tensor(z(s, np.float32), d, "cpu") for s, d in
+                    (((64, 96), dtype), ((64, 96), dtype), ((64, 64), dtype), ((64,), "float32"), ((64, 64), dtype))),
+            0.5, 0.1)
+
+
+def padded(m: int) -> int:
+    """row_scale's length for M rows: M rounded up to whole 16-byte vectors (every tensor's last extent is a multiple
+    of 8 for the harness); the entries past M are NaN, which D never sees."""
+    return -(-m // VECTOR) * VECTOR
+
+
+def fused_cases(seed: int, shapes: list[tuple[int, int, int, float, float]], dtype: str) -> list[tuple[Any, ...]]:
+    """(A, B, C, row_scale, poisoned D, beta, slope) per (M, N, K, beta, slope): random normal A (M, K) and
+    B (N, K); C (M, N) random normal of the products' scale (sqrt K), or all NaN where beta is 0 (it must not be
+    read); row_scale uniform in ±[0.25, 2], NaN-padded; all 16-bit tensors in `dtype`."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    cases = []
+    for m, n, k, beta, slope in shapes:
+        a, b = rng.standard_normal((m, k)), rng.standard_normal((n, k))
+        c = np.full((m, n), np.nan) if beta == 0 else rng.standard_normal((m, n)) * k ** 0.5
+        scale = np.full(padded(m), np.nan)
+        scale[:m] = rng.uniform(0.25, 2.0, m) * rng.choice((-1.0, 1.0), m)
+        cases.append((*(sandbox.tensor(x.astype(np.float32), dtype) for x in (a, b, c)),
+                      sandbox.tensor(scale.astype(np.float32), "float32"), sandbox.poisoned((m, n), dtype),
+                      float(beta), float(slope)))
+    return cases
+
+
+def _leaky(x: Any, slope: float) -> Any:
+    import numpy as np
+
+    return np.where(x > 0, x, slope * x)
+
+
+def fused_variants(case: tuple[Any, ...]) -> dict[str, Any]:
+    """The reference (key "") and what common mistakes compute instead, in float64 from the inputs as the learner's
+    process held them: each key is the hint that names the mistake."""
+    import numpy as np
+
+    a, b, c = input_of(case), input_of(case[1:]), input_of(case[2:])
+    m = a.shape[0]
+    scale = sandbox.decode(case[3]["$tensor"]["array"]).astype(np.float64)[:m, None]
+    beta, slope = float(np.float32(case[5])), float(np.float32(case[6]))
+    acc = a @ b.T
+    bc = 0.0 if beta == 0 else beta * c
+    x = scale * acc + bc
+    out = {"": _leaky(x, slope),
+           "row_scale is not applied": _leaky(acc + bc, slope),
+           "row_scale multiplies beta · C too; it scales the accumulators only": _leaky(scale * (acc + bc), slope),
+           "the activation is a plain ReLU: slope is not used": _leaky(x, 0.0),
+           "no activation: leaky_relu is not applied": x,
+           "the activation comes before the row scale; it comes last": scale * _leaky(acc, slope) + bc,
+           "beta · C is missing": _leaky(scale * acc, slope)}
+    if beta != 0:
+        out["C is added without its factor beta"] = _leaky(scale * acc + c, slope)
+    return out
+
+
+def _bounded(got: Any, ref: Any, dtype: str) -> tuple[bool, str]:
+    """Whether `got` (16-bit values, as float) is `ref` within the course launcher's bounds for `dtype`, and the
+    numbers that say so."""
+    import numpy as np
+
+    from cutecourse.kernels.gemm_launch import BOUNDS
+
+    frobenius, elementwise = BOUNDS[dtype]
+    rel = relative_error(got, ref)
+    rms = max(float(np.linalg.norm(ref)) / max(ref.size, 1) ** 0.5, 1e-300)
+    worst = float(np.abs(got - ref).max()) / rms if np.isfinite(got).all() else float("inf")
+    return rel <= frobenius and worst <= elementwise, (f"relative error {rel:.2e} (bound {frobenius:.0e}), worst "
+                                                       f"element {worst:.2e}·rms (bound {elementwise:.0e})")
+
+
+def _nan_hint(got: Any, name: str, why: str) -> str | None:
+    import numpy as np
+
+    nan = np.isnan(got)
+    if not nan.any():
+        return None
+    first = ", ".join(str(int(i)) for i in np.argwhere(nan)[0])
+    return f"{int(nan.sum())} of {got.size} outputs are NaN (the first is {name}[{first}]): {why}"
+
+
+def fused_hint(case: tuple[Any, ...], out: Any) -> str | None:
+    """D against the float64 reference; where it is off, which common mistake it matches, if one."""
+    import numpy as np
+
+    variants = fused_variants(case)
+    ref, dtype, beta = variants.pop(""), case[4]["$poisoned"]["dtype"], case[5]
+    got = np.asarray(out, dtype=np.float64)
+    if got.shape != ref.shape:
+        return f"D has shape {got.shape}, expected {ref.shape}"
+    why = ("never written (is every tile in the grid, and the predicate right?)" if beta != 0 else
+           "never written, or computed from C: with beta = 0, C is all NaN here and must not be read at all "
+           "(0 · NaN is NaN); decide at run time, in the kernel, whether to read it")
+    problem = _nan_hint(got, "D", why)
+    if problem:
+        return problem
+    right, numbers = _bounded(got, ref, dtype)
+    if right:
+        return None
+    mistake = next((name for name, value in variants.items() if _bounded(got, value, dtype)[0]), None)
+    if mistake:
+        return f"{numbers}; D matches what you get when {mistake}"
+    return (f"{numbers}: some values are wrong (the row each scale belongs to? the element of C added to each "
+            f"accumulator? D's rounding?)")
+
+
+# --------------------------------------------------------------------------- 7.4 the vectorized store
+
+
+def vector_ptx_hint(code: Any) -> str | None:
+    """What is missing from, or wrong in, the PTX of the staged, vectorized store; None if it has what 7.4 asks."""
+    from cutecourse.kernels import ptx
+
+    code, problem = _kernel_ptx(code)
+    if problem:
+        return problem
+    stores = _accesses(code, "st")
+    if not stores:
+        return "no st.global: D is never written"
+    narrow = sorted({bits for _, bits in stores if bits != 128})
+    if narrow:
+        return (f"D is written with {sum(1 for _, bits in stores if bits != 128)} st.global of {narrow} bits; each "
+                f"store should move 16 bytes (st.global.v4): 8 consecutive 16-bit values of one row")
+    if not ptx.count(code, "st.shared") or not ptx.count(code, "ld.shared.v4"):
+        return (f"the PTX has {ptx.count(code, 'st.shared')} st.shared and {ptx.count(code, 'ld.shared.v4')} "
+                f"ld.shared.v4: a thread's accumulators are pairs of columns, so the 16-byte row vectors come from "
+                f"the tile staged in shared memory (sD) and read back a vector at a time")
+    if _unguarded(code, "st"):
+        return (f"{_unguarded(code, 'st')} of the st.global.v4 are not behind a predicate: on a ragged edge tile "
+                f"they write outside D; test each vector's coordinate against D's shape (N is a multiple of 8, so "
+                f"a vector is wholly inside or wholly outside)")
+    tail = _epilogue(code)
+    cta = sum(1 for line in tail if re.match(r"^\s*(bar|barrier)\.(sync|cta\.sync)\b", line.strip()))
+    if cta:
+        return (f"the epilogue has {cta} CTA barrier(s) (bar.sync after the K loop); here each warp stages and reads "
+                f"back its own band of rows, so it waits for no other warp: the staged tile needs a barrier of the "
+                f"warp only")
+    if not any("bar.warp.sync" in line for line in tail):
+        return ("nothing orders the staged writes before the reads: a lane reads back 16 bytes that other lanes of "
+                "its warp wrote, so the warp must synchronise between the two")
+    return None
+
+
+def vector_ptx_case(dtype: str, arch: str) -> tuple[Any, ...]:
+    """A PTX case: the arch, then CPU stand-ins of A (M, K), B (N, K) and D (M, N), all in `dtype`."""
+    import numpy as np
+
+    return (arch, *(sandbox.tensor(np.zeros(s, np.float32), dtype, "cpu") for s in ((64, 96), (64, 96), (64, 64))))
+
+
+def vector_cases(seed: int, shapes: list[tuple[int, int, int]], dtype: str) -> list[tuple[Any, ...]]:
+    """(A, B, poisoned D) per (M, N, K): random normal A (M, K) and B (N, K), D (M, N) NaN, all in `dtype`."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    return [(sandbox.tensor(rng.standard_normal((m, k)).astype(np.float32), dtype),
+             sandbox.tensor(rng.standard_normal((n, k)).astype(np.float32), dtype), sandbox.poisoned((m, n), dtype))
+            for m, n, k in shapes]
+
+
+def vector_hint(case: tuple[Any, ...], out: Any) -> str | None:
+    """D = A @ B.T against the float64 product, within the bounds of D's dtype."""
+    import numpy as np
+
+    ref = input_of(case) @ input_of(case[1:]).T
+    got = np.asarray(out, dtype=np.float64)
+    if got.shape != ref.shape:
+        return f"D has shape {got.shape}, expected {ref.shape}"
+    problem = _nan_hint(got, "D", "never written: is every band of every tile stored, and does the predicate test "
+                                  "the vector's coordinate in D (not in the tile)?")
+    if problem:
+        return problem
+    right, numbers = _bounded(got, ref, case[2]["$poisoned"]["dtype"])
+    if right:
+        return None
+    return (f"{numbers}: values land in the wrong places or are lost on the way; is the staged tile read back with "
+            f"the layout it was written with, and stored at the same (row, column)?")
+
+
+# --------------------------------------------------------------------------- shapes
+
+
+def random_shapes(rng: random.Random, count: int) -> list[tuple[int, int, int]]:
+    """(M, N, K): M any, N and K multiples of 8 (the launcher's promise) and mostly not of the tile."""
+    return [(rng.randint(1, 300), VECTOR * rng.randint(1, 40), VECTOR * rng.randint(1, 60)) for _ in range(count)]
+
+
+def random_fused(rng: random.Random, count: int) -> list[tuple[int, int, int, float, float]]:
+    """(M, N, K, beta, slope): random shapes, beta 0 about one time in three, slopes in [0.05, 0.5) (large enough that
+    a plain ReLU is out of bounds even for bf16)."""
+    return [(m, n, k, 0.0 if rng.random() < 1 / 3 else round(rng.uniform(-2, 2), 3), round(rng.uniform(0.05, 0.5), 3))
+            for m, n, k in random_shapes(rng, count)]
+
+
+_rng = random.Random(703)
+#: The hidden tests' shapes of 7.3 (M, N, K, beta, slope): a single element; ragged M, N and K below one tile; exact
+#: tiles; single rows and columns of tiles; beta = 0 (C all NaN) on edge tiles and whole ones; a negative beta; a slope
+#: of 0 (ReLU) and a large one; then random ones.
+FUSED_SHAPES = [(1, 8, 8, 0.0, 0.2), (65, 72, 24, 0.5, 0.1), (64, 64, 64, 0.0, 0.3), (127, 136, 200, -1.25, 0.25),
+                (3, 264, 16, 0.0, 0.0), (200, 8, 520, 2.0, 0.0), (130, 200, 136, 0.0, 0.9)] + random_fused(_rng, 7)
+#: The hidden tests' shapes of 7.4 (M, N, K): single rows, columns and elements of a tile, bands of a tile cut by M
+#: (M = 17, 33: a warp with rows inside and a warp with none), N of one vector, exact tiles, then random ones.
+VECTOR_SHAPES = [(1, 8, 8), (17, 72, 24), (33, 8, 64), (64, 64, 64), (127, 136, 200), (3, 264, 16), (200, 8, 520),
+                 (130, 200, 136)] + random_shapes(_rng, 6)
+#: The notebook's checks: fewer and smaller, the same kinds.
+FUSED_CHECK_SHAPES = [(64, 64, 32, 0.0, 0.2), (100, 72, 40, 0.75, 0.1), (7, 8, 8, 0.0, 0.0), (130, 136, 264, -0.5, 0.3)]
+VECTOR_CHECK_SHAPES = [(64, 64, 32), (100, 72, 40), (7, 8, 8), (130, 136, 264)]
+
+
+def _judge_fused_ptx(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
+    return fused_ptx_hint(value)
+
+
+def _judge_fused(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
+    (out,) = outputs
+    return fused_hint(case, out)
+
+
+def _judge_vector_ptx(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
+    return vector_ptx_hint(value)
+
+
+def _judge_vector(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
+    (out,) = outputs
+    return vector_hint(case, out)
+
+
+OPTIONS = (("vector", VECTOR),)
+fused_epilogue_ptx = Check("fused_epilogue_ptx", "fused_host", lambda: [fused_ptx_case(d, a) for d, a in PTX_CASES],
+                           _judge_fused_ptx, via="ptx", options=OPTIONS)
+fused_epilogue_gemm = Check("fused_epilogue_gemm", "fused_host",
+                            lambda: fused_cases(733, FUSED_CHECK_SHAPES, "float16"), _judge_fused, gpu=80,
+                            via="launch", options=OPTIONS)
+vector_store_ptx = Check("vector_store_ptx", "vector_host", lambda: [vector_ptx_case(d, a) for d, a in PTX_CASES],
+                         _judge_vector_ptx, via="ptx", options=OPTIONS)
+vector_store_gemm = Check("vector_store_gemm", "vector_host",
+                          lambda: vector_cases(744, VECTOR_CHECK_SHAPES, "bfloat16"), _judge_vector, gpu=80,
+                          via="launch", options=OPTIONS)

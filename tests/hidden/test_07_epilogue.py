@@ -1,0 +1,100 @@
+"""Hidden tests of lesson 7. The CPU exercises: the cheapest accumulator for other K, every input type (bfloat16,
+whose products no Tensor Core sums in fp16; fp8, whose inputs' rounding no accumulator can undo) and tolerances
+below, between and above the accumulators' errors; the bias fragment of TiledMMAs over other warp grids (row- and
+column-major), with and without N permuted, both mma.sync shapes, and wgmma accumulators of every width, bias
+along N and along M. The two kernels: their PTX for both 16-bit dtypes and both archs, then on a GPU the fused
+epilogue (row scale, beta · C, leaky ReLU) and the warp-staged 16-byte store on random ragged shapes (M any, N and K
+multiples of 8 but not of the tile, M cutting a tile's bands), fp16 and bf16, beta = 0 with C all NaN, nonzero betas
+of both signs, slopes from 0 up, poisoned D, against float64. A GPU test checks the kernel's PTX first, so that the
+lesson's worked example or the package's step 5 earns nothing there.
+
+References: the judge's emulation of the Tensor Core's accumulation (cutecourse.grading.checks.l07_epilogue) and
+each (thread, value)'s (m, n), read off the C TV layout with cutecourse.fragments; for the kernels,
+l07_fused_epilogue's PTX hints, fused_hint (float64 leaky_relu(row_scale · A Bᵀ + beta · C, slope) from the inputs as
+the learner's process held them) and vector_hint (float64 A Bᵀ).
+"""
+
+import random
+
+import pytest
+
+from cutecourse import fragments as F
+from cutecourse.grading.checks import l07_epilogue as L
+from cutecourse.grading.checks import l07_fused_epilogue as L7
+
+# --------------------------------------------------------------------------- 7.1 and 7.2 (CPU)
+
+
+@pytest.mark.exercise("7.1", points=2)
+def test_choose_accumulator_for_other_k_dtypes_and_tolerances(learner):
+    rng = random.Random(701)
+    # bf16 with a loose tolerance (fp32 all the same); fp8 with one tighter than its inputs' rounding; fp16 at a K
+    # where the fp16 accumulator is just too coarse; e5m2, where fp16 accumulation is plenty
+    cases = [(512, 0.05, "bfloat16"), (100, 0.01, "float8_e5m2"), (2048, 0.003, "float16"),
+             (8192, 0.2, "float8_e5m2"), (32, 0.005, "float16")]
+    cases += [L.random_accumulator_case(rng) for _ in range(10)]
+    for case in cases:
+        got, _ = learner.call("choose_accumulator", *case)
+        hint = L.accumulator_hint(*case, got)
+        assert hint is None, f"choose_accumulator{case!r} gave {got!r}: {hint}"
+
+
+@pytest.mark.exercise("7.2", points=2)
+def test_bias_fragment_for_other_tiled_mmas_and_wgmma(learner):
+    rng = random.Random(702)
+    cases = [(str(F.mma_atom(8).layout_c), 16, 8, "m"), (*L.tiled_c(4, 4, 16, False, False), "n"),
+             (*L.tiled_c(1, 4, 8, True, True), "m"), (*L.tiled_c(4, 1, 16, True, False), "n"),
+             (str(F.wgmma_atom(8).layout_c), 64, 8, "n"), (str(F.wgmma_atom(256).layout_c), 64, 256, "m"),
+             (str(F.wgmma_atom(256).layout_c), 64, 256, "n")]
+    cases += [L.random_bias_case(rng) for _ in range(10)]
+    for case in cases:
+        got, _ = learner.call("bias_fragment", *case)
+        hint = L.bias_hint(case, got)
+        assert hint is None, f"bias_fragment{case!r}: {hint}"
+
+
+# --------------------------------------------------------------------------- 7.3 and 7.4 (kernels)
+
+
+def assert_ptx(learner, host: str, case, hint) -> None:
+    code, _ = learner.call(host, *case, via="ptx", options={"vector": L7.VECTOR}, timeout=300)
+    problem = hint(code)
+    assert problem is None, f"{host} for {case[0]}: {problem}"
+
+
+@pytest.mark.exercise("7.3", points=1)
+def test_fused_epilogue_ptx_for_both_dtypes_and_archs(learner):
+    for dtype, arch in L7.PTX_CASES:
+        assert_ptx(learner, "fused_host", L7.fused_ptx_case(dtype, arch), L7.fused_ptx_hint)
+
+
+def assert_gemms(learner, host: str, ptx_case, ptx_hint, shapes, make_cases, seed: int, hint, what: str) -> None:
+    """The kernel's sm_80 PTX first (the worked example or the package's step 5 earn nothing here), then its GEMMs on
+    `shapes` in both 16-bit dtypes, each judged by `hint` in float64."""
+    for dtype in L7.DTYPES:
+        assert_ptx(learner, host, ptx_case(dtype, "sm_80"), ptx_hint)
+    for dtype in L7.DTYPES:
+        for shape, case in zip(shapes, make_cases(seed + len(dtype), shapes, dtype)):
+            _, (out,) = learner.call(host, *case, via="launch", options={"vector": L7.VECTOR}, timeout=300)
+            problem = hint(case, out)
+            assert problem is None, f"{host} {dtype} {what} = {shape}: {problem}"
+
+
+@pytest.mark.exercise("7.3", points=3)
+@pytest.mark.gpu(80)
+def test_fused_epilogue_on_random_ragged_shapes_betas_and_slopes(learner):
+    assert_gemms(learner, "fused_host", L7.fused_ptx_case, L7.fused_ptx_hint, L7.FUSED_SHAPES, L7.fused_cases, 7030,
+                 L7.fused_hint, "(M, N, K, beta, slope)")
+
+
+@pytest.mark.exercise("7.4", points=1)
+def test_vector_store_ptx_for_both_dtypes_and_archs(learner):
+    for dtype, arch in L7.PTX_CASES:
+        assert_ptx(learner, "vector_host", L7.vector_ptx_case(dtype, arch), L7.vector_ptx_hint)
+
+
+@pytest.mark.exercise("7.4", points=3)
+@pytest.mark.gpu(80)
+def test_vector_store_on_random_ragged_shapes(learner):
+    assert_gemms(learner, "vector_host", L7.vector_ptx_case, L7.vector_ptx_hint, L7.VECTOR_SHAPES, L7.vector_cases,
+                 7040, L7.vector_hint, "(M, N, K)")
