@@ -122,17 +122,14 @@ FUSED_PTX_MISTAKES = {
     "C read without its predicate": (lambda: fused((C_READ, C_READ.replace(
         "            if cute.elem_less(tCcD[i], mD.shape):\n                tCrC", "            tCrC"))),
         "reads are not behind a predicate"),
+    "C read whatever beta is": (lambda: fused((BETA_IF, "    if True:\n")), "run whatever beta is"),
+    "C read, then zeroed where beta is 0": (lambda: fused((BETA_IF, "    if True:\n"), (
+        "    x = tCrS", "    if beta == 0.0:\n        tCrC.fill(0.0)\n    x = tCrS")), "run whatever beta is"),
 }
-
-
-def c_read_whatever_beta() -> str:
-    """C read and added for every beta: right while beta != 0, NaN everywhere where beta is 0 and C is NaN."""
-    return fused((BETA_IF, "    if True:\n"))
 
 
 #: name -> (variant, what the GPU judge says). They compile to PTX that passes; only numbers show them.
 FUSED_GPU_MISTAKES = {
-    "C read whatever beta is": (c_read_whatever_beta, "C is all NaN here and must not be read"),
     "a plain ReLU": (lambda: fused(("cute.where(x > 0.0, x, slope * x)", "cute.where(x > 0.0, x, 0.0 * x)")),
                      "plain ReLU"),
     "row_scale on beta · C too": (lambda: fused((SCALED, "x = tCrS.load() * (acc.load() + beta * tCrC.load())")),
@@ -245,6 +242,35 @@ def test_each_mistake_the_ptx_shows_fails_the_ptx_check_with_its_hint(tmp_path, 
 
 GPU_MISTAKES = [("7.3", "fused_epilogue_ptx", FUSED, k, v) for k, (v, _) in FUSED_GPU_MISTAKES.items()] + \
                [("7.4", "vector_store_ptx", VECTOR, k, v) for k, (v, _) in VECTOR_GPU_MISTAKES.items()]
+
+
+S_READ = """    for i in cutlass.range_constexpr(cute.size(acc)):
+        if cute.elem_less(tCcD[i], mD.shape):
+            tCrS[i] = tCgS[i]
+"""
+#: Right answers written otherwise than the solution: the guards nested the other way round, and C's and row_scale's
+#: loads under one element guard (in the branch where beta is not 0).
+OTHER_RIGHT = {
+    "beta tested inside the element guard": (S_READ + BETA_IF + C_READ, """    for i in cutlass.range_constexpr(cute.size(acc)):
+        if cute.elem_less(tCcD[i], mD.shape):
+            tCrS[i] = tCgS[i]
+            if beta != 0.0:
+                tCrC[i] = tCgC[i].to(cutlass.Float32)
+"""),
+    "C and row_scale under one element guard": (S_READ + BETA_IF + C_READ, """    if beta != 0.0:
+        for i in cutlass.range_constexpr(cute.size(acc)):
+            if cute.elem_less(tCcD[i], mD.shape):
+                tCrS[i] = tCgS[i]
+                tCrC[i] = tCgC[i].to(cutlass.Float32)
+    else:
+""" + S_READ.replace("\n    ", "\n        ").replace("    for", "        for", 1)),
+}
+
+
+@pytest.mark.parametrize("change", OTHER_RIGHT, ids=list(OTHER_RIGHT))
+def test_other_right_answers_pass_the_ptx_check(tmp_path, change):
+    line = checks.REGISTRY["fused_epilogue_ptx"].run(host(tmp_path, fused(OTHER_RIGHT[change]), FUSED))
+    assert line.startswith(checks.PASS), line
 
 
 @pytest.mark.parametrize("exercise, check, name, mistake, variant", GPU_MISTAKES,

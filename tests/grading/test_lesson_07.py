@@ -197,3 +197,41 @@ def test_the_packages_bias_strides_are_7_2s_printed_answer():
 
     assert "(0, 1) if bias_mode == \"n\" else (1, 0)" in PRINTED[LESSON]["7.2"][1]
     assert occurs(tokens(PACKAGE_BIAS), tokens(inspect.getsource(epilogue))), "the package's bias strides moved"
+
+
+# --------------------------------------------------------------------------- on a GPU
+
+GPU_HIDDEN = {"7.3": "fused_epilogue_on_random_ragged_shapes_betas_and_slopes",
+              "7.4": "vector_store_on_random_ragged_shapes"}
+
+
+@pytest.mark.gpu(80)
+def test_on_a_gpu_the_kernels_earn_every_point_and_a_wrong_activation_loses_the_gemms(tmp_path):
+    """Through the grader, the solutions of 7.3 and 7.4 earn all 6 points each (two checks, the hidden PTX test and
+    the hidden GEMMs). A 7.3 with a plain ReLU for the leaky one keeps its 2 PTX points and loses the GEMMs."""
+    from .test_l07_fused_epilogue import FUSED_GPU_MISTAKES
+
+    kernels = {"7.3", "7.4"}
+    report = grade_lesson(tmp_path, LESSON, {e: solution(e) for e in kernels}, timeout=300, exercises=kernels)
+    assert {e: report.exercises()[e] for e in kernels} == {"7.3": (6.0, 6.0), "7.4": (6.0, 6.0)}, \
+        reports.summary(report)
+    (tmp_path / "relu").mkdir()
+    variant, hint = FUSED_GPU_MISTAKES["a plain ReLU"]
+    wrong = grade_lesson(tmp_path / "relu", LESSON, {"7.3": variant()}, timeout=300, exercises={"7.3"})
+    assert wrong.exercises()["7.3"] == (2.0, 6.0), reports.summary(wrong)
+    assert statuses(wrong)[f"hidden test_{GPU_HIDDEN['7.3']}"] == grader.FAILED, reports.summary(wrong)
+    assert hint in outputs(wrong)[f"hidden test_{GPU_HIDDEN['7.3']}"], reports.summary(wrong)
+
+
+def test_the_worked_example_and_the_packages_epilogue_as_the_kernel_answers_score_nothing(tmp_path):
+    """The lesson prints the worked example's scalar epilogue and the package ships step 5's staged one: submitted as
+    7.3 (step 5's) and 7.4 (the worked example's), they fail the PTX checks and the hidden PTX tests, on any machine."""
+    from .test_l07_fused_epilogue import FUSED_PTX_MISTAKES, VECTOR_PTX_MISTAKES
+
+    answers = {"7.3": FUSED_PTX_MISTAKES["the package's step-5 epilogue"][0](),
+               "7.4": VECTOR_PTX_MISTAKES["the worked example's epilogue"][0]()}
+    report = grade_lesson(tmp_path, LESSON, answers, timeout=300, exercises=set(answers))
+    assert report.exercises()["7.3"][0] == 0.0 and report.exercises()["7.4"][0] == 0.0, reports.summary(report)
+    state = statuses(report)
+    for hidden in ("fused_epilogue_ptx_for_both_dtypes_and_archs", "vector_store_ptx_for_both_dtypes_and_archs"):
+        assert state[f"hidden test_{hidden}"] == grader.FAILED, reports.summary(report)

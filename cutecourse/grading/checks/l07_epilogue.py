@@ -77,12 +77,13 @@ def accumulator_hint(k: int, tolerance: float, dtype: str, value: Any) -> str | 
     if value is None:
         return (f"None says no accumulator keeps a {k}-long {dtype} dot product within {tolerance:g}, but one of "
                 f"those offered for {dtype} does; is the error of a wider accumulator smaller than you estimate?")
-    error = accumulation_error(k, dtype, value)
-    if error > tolerance:
-        return (f"accumulated in {value}, a {k}-long dot product of {dtype} inputs has a relative error of about "
-                f"{error:.2g}, above the tolerance {tolerance:g}")
-    return (f"{value} keeps the error within {tolerance:g}, but it is not the cheapest accumulator that does: is the "
-            f"rounding of the running sum the only error, and where does the error of the inputs come in?")
+    if accumulation_error(k, dtype, value) > tolerance:
+        return (f"accumulated in {value}, a {k}-long dot product of {dtype} inputs ends above the tolerance "
+                f"{tolerance:g}: does your estimate count the rounding of the inputs themselves, which no accumulator "
+                f"undoes, as well as the running sum's?")
+    return (f"{value} keeps the error within {tolerance:g}, but it is not the cheapest accumulator that does: is your "
+            f"estimate the worst case? The roundings of random inputs partly cancel, so the running sum's error grows "
+            f"more slowly than K")
 
 
 def random_accumulator_case(rng: random.Random) -> tuple[int, float, str]:

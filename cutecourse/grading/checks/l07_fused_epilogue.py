@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import random
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 from cutecourse.grading import sandbox
 from cutecourse.grading.checks import Check, input_of, relative_error
@@ -31,7 +31,7 @@ VECTOR = L5.VECTOR  # 16-bit elements per 16-byte vector: N and K are multiples 
 DTYPES = ("float16", "bfloat16")
 #: fused_kernel's parameters, in the order of its signature (mA, mB, mC, mRowScale, mD, beta, slope, ...): which
 #: tensor an ld.global reads is told by the parameter its address comes from.
-C_PARAM, SCALE_PARAM = 2, 3
+C_PARAM, SCALE_PARAM, BETA_PARAM = 2, 3, 5
 #: (dtype, arch) of the PTX checks and the hidden PTX tests: both 16-bit types, both archs.
 PTX_CASES = [(dtype, arch) for dtype in DTYPES for arch in ("sm_80", "sm_90a")]
 
@@ -78,19 +78,21 @@ def _accesses(code: str, kind: str) -> list[tuple[int, int]]:
     return found
 
 
-def _unguarded(code: str, kind: str) -> int:
+def _unguarded(code: str, kind: str, tensors: dict[int, frozenset[int]] | None = None) -> int:
     """How many global accesses of `kind` run without a guard of their own: not predicated, and no conditional branch
-    (how the DSL compiles an ``if``) between them and the label or the access of the same kind before them: two
-    accesses in one guarded block share a predicate, which an element-wise guard does not."""
+    (how the DSL compiles an ``if``) between them and the label or the access of the same kind (and the same tensor,
+    where `tensors` maps an access's line to the parameters its address comes from) before them: two elements of a
+    tensor in one guarded block share a predicate, which an element-wise guard does not."""
     lines = code.splitlines()
     starts = {i for i, _ in _accesses(code, kind)}
+    tensors = tensors or {}
     count = 0
     for i in sorted(starts):
         if _GLOBAL.match(lines[i]).group(1):
             continue
         j = i - 1
-        while j >= 0 and not _LABEL.match(lines[j]) and j not in starts and not re.match(r"^\s*@!?%\w+\s+bra",
-                                                                                         lines[j]):
+        while j >= 0 and not _LABEL.match(lines[j]) and not (j in starts and tensors.get(j) == tensors.get(i)) \
+                and not re.match(r"^\s*@!?%\w+\s+bra", lines[j]):
             j -= 1
         if j < 0 or _LABEL.match(lines[j]) or j in starts:
             count += 1
@@ -114,13 +116,31 @@ _PARAM_LOAD = re.compile(r"^\s*(?:@!?%\w+\s+)?ld\.param\S*\s+(\{[^}]*\}|%\w+)\s*
 _REGISTER = re.compile(r"%\w+")
 
 
-def _global_reads(code: str) -> list[set[int]]:
-    """For each ld.global, the kernel parameters its address is computed from (a register's sources followed
-    through every instruction that writes it, from the ld.param of each tensor's pointer and strides on)."""
+class Read(NamedTuple):
+    """One ld.global: its line, the kernel parameters its address is computed from, and those of the predicate it
+    runs under (empty when it is not predicated)."""
+
+    line: int
+    params: set[int]
+    guard: set[int]
+
+
+def _trace(code: str) -> tuple[list[Read], list[tuple[int, int, set[int]]]]:
+    """Every ld.global (`Read`), and every forward conditional branch as (its line, its target label's line, the
+    parameters its predicate is computed from). A register's sources are followed through every instruction that
+    writes it, from the ld.param of each tensor's pointer and strides, and of each scalar, on."""
+    lines = code.splitlines()
+    labels = {m.group(1): i for i, line in enumerate(lines) for m in [_LABEL.match(line)] if m}
     sources: dict[str, set[int]] = {}
-    reads = []
-    for line in code.splitlines():
-        text = re.sub(r"^\s*@!?%\w+\s+", "", line.split("//")[0]).strip()
+    reads, skips = [], []
+    for i, line in enumerate(lines):
+        guard = re.match(r"^\s*@!?(%\w+)\s+", line)
+        guarded_by = sources.get(guard.group(1), set()) if guard else set()
+        text = line[guard.end():] if guard else line
+        text = text.split("//")[0].strip()
+        branch = _BRANCH.search(text)
+        if branch and guard and labels.get(branch.group(1), -1) > i:
+            skips.append((i, labels[branch.group(1)], guarded_by))
         loaded = _PARAM_LOAD.match(text)
         if loaded:
             for register in _REGISTER.findall(loaded.group(1)):
@@ -128,12 +148,21 @@ def _global_reads(code: str) -> list[set[int]]:
             continue
         if text.startswith("ld.global"):
             address = text[text.index("["):]
-            reads.append(set().union(*(sources.get(r, set()) for r in _REGISTER.findall(address))))
+            reads.append(Read(i, set().union(*(sources.get(r, set()) for r in _REGISTER.findall(address))),
+                              guarded_by))
         registers = _REGISTER.findall(text)
-        if registers and not text.startswith(("st.", "bra", "bar", "@")):
+        if registers and not text.startswith(("st.", "bra", "bar")):
             dest, used = registers[0], registers[1:]
             sources[dest] = sources.get(dest, set()).union(*(sources.get(r, set()) for r in used))
-    return reads
+    return reads, skips
+
+
+def _reads_of_c_whatever_beta(reads: list[Read], skips: list[tuple[int, int, set[int]]]) -> int:
+    """How many reads of C run whatever beta is: neither predicated on a test of beta nor inside a block that a
+    branch on one skips."""
+    beta_blocks = [(start, end) for start, end, params in skips if BETA_PARAM in params]
+    return sum(1 for read in reads if C_PARAM in read.params and BETA_PARAM not in read.guard
+               and not any(start < read.line < end for start, end in beta_blocks))
 
 
 # --------------------------------------------------------------------------- 7.3 the fused epilogue
@@ -148,20 +177,26 @@ def fused_ptx_hint(code: Any) -> str | None:
     if scalars < 2:
         return (f"the kernel has {scalars} .f32 parameters; beta and slope are runtime Float32 arguments of the "
                 f"kernel (one compile serves every beta and slope): a Constexpr is baked into the code instead")
-    reads = _global_reads(code)
+    reads, skips = _trace(code)
     if not reads:
         return ("nothing in the kernel reads global memory besides the mainloop's cp.async: D depends on neither "
                 "row_scale nor C (is this still the worked example's epilogue?)")
-    if not any(SCALE_PARAM in params for params in reads):
+    if not any(SCALE_PARAM in read.params for read in reads):
         return ("no ld.global reads row_scale: each accumulator's row scale comes from the broadcast row_scale "
                 "tensor (an (M, N) view of it with stride 0 along N), partitioned like C")
-    if not any(C_PARAM in params for params in reads):
+    if not any(C_PARAM in read.params for read in reads):
         return ("no ld.global reads C: D = leaky_relu(row_scale · acc + beta · C, slope) needs C's element at each "
                 "accumulator's (row, column) whenever beta is not 0")
+    whatever_beta = _reads_of_c_whatever_beta(reads, skips)
+    if whatever_beta:
+        return (f"{whatever_beta} reads of C run whatever beta is: with beta = 0, C must not be read at all (it may "
+                f"hold NaN, and its bytes are wasted traffic), not read and then multiplied by 0 or discarded: put "
+                f"every load of C under a run-time test of beta")
     if not _accesses(code, "st"):
         return "no st.global: D is never written"
+    tensors = {read.line: frozenset(read.params) for read in reads}
     for kind, what in (("ld", "reads"), ("st", "stores")):
-        bare = _unguarded(code, kind)
+        bare = _unguarded(code, kind, tensors)
         if bare:
             return (f"{bare} global {what} are not behind a predicate: on a ragged edge tile they touch elements "
                     f"outside the matrices; test each element's coordinate (the identity tensor cD, partitioned like "
