@@ -2,7 +2,7 @@
 
     python tools/course.py setup      # create .venv, install torch for this machine, then the course (once)
     python tools/course.py lab        # set up, then open the lessons in JupyterLab (extra arguments go to it)
-    python tools/course.py test       # set up, then run `cutecourse build --check` and the CPU suite (pytest --nbval)
+    python tools/course.py test       # set up, then `cutecourse build --check` and the CPU suite (pytest --nbval, 2 workers)
 
 On Windows, where there is no `make`: ``py tools\\course.py lab``. ``setup --dry-run`` prints the commands without
 running them. Only the standard library is used: this runs before anything is installed.
@@ -131,10 +131,15 @@ def lab(extra: list[str]) -> int:
     return _run([venv_script("jupyter"), "lab", *LAB_OPTIONS, *root, *extra], dry_run=False)
 
 
+#: The suite on two workers (pytest-xdist), a test file to a worker: a notebook's cells run in order in one kernel,
+#: and a file's shared grades (module fixtures) are graded once. Half the suite runs on one core otherwise.
+PARALLEL = ["-n", "2", "--dist", "loadfile"]
+
+
 def test(extra: list[str], python: str | None) -> int:
     python = python or str(setup())
     return (_run([python, "-m", "cutecourse.cli", "build", "--check"], dry_run=False)
-            or _run([python, "-m", "pytest", "--nbval", *extra], dry_run=False))
+            or _run([python, "-m", "pytest", "--nbval", *PARALLEL, *extra], dry_run=False))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -104,7 +104,12 @@ def bench_chart(rows: Sequence[Mapping[str, object]], unit: str = "TFLOP/s") -> 
 
 
 def figure_svg(fig: Figure) -> str:
-    """The figure as SVG text (what the roofline explorer shows)."""
+    """The figure as SVG text (what the roofline explorer shows, and what a notebook stores of a chart): text kept as
+    text (small, searchable, and measured by the picture tests), no date and the same ids on every run, so that a
+    stored output compares equal when the cell runs again."""
+    import matplotlib
+
     buf = io.StringIO()
-    fig.savefig(buf, format="svg")
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "cutecourse"}):
+        fig.savefig(buf, format="svg", metadata={"Date": None})
     return buf.getvalue()

@@ -61,15 +61,19 @@ def environment_digest() -> str:
     return digest(DEMO, ROOT / "cutecourse", *top, Path(sys.prefix) / "pyvenv.cfg")
 
 
-def jail_processes() -> list[int]:
+def jail_processes(markers: list[str]) -> list[int]:
+    """Processes whose environment carries one of these walls' markers: only this test's jails (another test may be
+    grading at the same time, under pytest-xdist), daemons that left their process group included."""
+    needles = [f"CUTECOURSE_JAIL={marker}".encode() for marker in markers]
     found = []
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
             try:
-                if b"CUTECOURSE_JAIL=" in (proc / "environ").read_bytes():
-                    found.append(int(proc.name))
+                environ = (proc / "environ").read_bytes()
             except OSError:
-                pass
+                continue
+            if any(needle in environ for needle in needles):
+                found.append(int(proc.name))
     return found
 
 
@@ -84,17 +88,27 @@ def neighbour(tmp_path_factory) -> Path:
 
 
 @pytest.fixture
-def attack(demo_course, make_submission, neighbour, tmp_path):
+def attack(demo_course, make_submission, neighbour, tmp_path, monkeypatch):
     """attack(name, answers) -> the report, after checking that nothing outside changed and nothing survived."""
+    made: list[str] = []  # the names (jail markers) of the walls the grades make
+    build_walls = isolation.Walls.__init__
+
+    def recorded(walls: isolation.Walls, *args, **kwargs) -> None:
+        build_walls(walls, *args, **kwargs)
+        made.append(walls.name)
+
+    monkeypatch.setattr(isolation.Walls, "__init__", recorded)
 
     def run(name: str, answers: dict[str, str], timeout: float = TIMEOUT) -> grader.Report:
+        made.clear()
         before, theirs = environment_digest(), digest(neighbour)
         started = time.monotonic()
         report = grader.grade(make_submission(name, answers), demo_course, timeout=timeout)
         elapsed = time.monotonic() - started
         reports.write([report], tmp_path / "out")
         time.sleep(1.0)  # anything left running would act now
-        assert jail_processes() == [], f"{name}: learner processes outlived the grade"
+        assert made, f"{name}: the grade made no walls to look for"
+        assert jail_processes(made) == [], f"{name}: learner processes outlived the grade"
         assert environment_digest() == before, f"{name}: the course or its environment changed"
         assert digest(neighbour) == theirs, f"{name}: another student's reports changed"
         budget = timeout * 4  # the demo has 2 check cells and 2 hidden tests

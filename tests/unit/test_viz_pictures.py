@@ -6,6 +6,7 @@ import doctest
 import functools
 import importlib
 import json
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -237,18 +238,38 @@ def _advance(text: str, size: float, bold: bool) -> float:
     return width
 
 
+def _property(element: ET.Element, name: str, default: str | None = None) -> str | None:
+    """An SVG presentation attribute, or the same property in the element's style (how matplotlib writes them)."""
+    if element.get(name) is not None:
+        return element.get(name)
+    style = {key.strip(): value.strip() for key, value in (part.split(":", 1) for part in
+                                                         (element.get("style") or "").split(";") if ":" in part)}
+    return style.get(name, default)
+
+
+def _length(value: str) -> float:
+    """A length in the picture's own units: ours are unitless, matplotlib's in pt or px (the viewBox's units)."""
+    return float(re.sub(r"(pt|px)$", "", value))
+
+
 def text_boxes(svg: str) -> tuple[tuple[float, float], list[tuple[str, float, float, float, float]]]:
-    """The SVG's (width, height) from its viewBox, and (text, left, right, top, bottom) of every text element."""
+    """The SVG's (width, height) from its viewBox, and (text, left, right, top, bottom) of every text element:
+    our pictures' (centred on their y) and matplotlib's (on their baseline, some turned by 90 degrees)."""
     root = ET.fromstring(svg)
     _, _, width, height = (float(v) for v in root.get("viewBox").split())
-    assert (float(root.get("width")), float(root.get("height"))) == (width, height), "width/height != viewBox"
+    assert (_length(root.get("width")), _length(root.get("height"))) == (width, height), "width/height != viewBox"
     boxes = []
     for t in root.iter(f"{NS}text"):
-        text, size = t.text or "", float(t.get("font-size"))
-        w = _advance(text, size, t.get("font-weight") == "bold")
+        text, size = t.text or "", _length(_property(t, "font-size"))
+        w = _advance(text, size, _property(t, "font-weight") == "bold")
         x, y = float(t.get("x")), float(t.get("y"))
-        left = x - {"start": 0, "middle": w / 2, "end": w}[t.get("text-anchor", "start")]
-        boxes.append((text, left, left + w, y - size / 2, y + size / 2))  # dominant-baseline: central
+        along = {"start": 0, "middle": w / 2, "end": w}[_property(t, "text-anchor", "start")]
+        across = (size / 2, size / 2) if t.get("style") is None else (0.8 * size, 0.2 * size)  # above, below
+        turned = re.match(r"rotate\((-?90)\b", t.get("transform") or "")
+        if turned:  # read upwards: the text runs along -y from its anchor, its height along x
+            boxes.append((text, x - across[0], x + across[1], y - w + along, y + along))
+        else:
+            boxes.append((text, x - along, x - along + w, y - across[0], y + across[1]))
     return (width, height), boxes
 
 
@@ -295,3 +316,26 @@ def test_the_measure_finds_a_cut_title():
     for key, value in (("viewBox", "0 0 100 100"), ("width", "100"), ("height", "100")):
         root.set(key, value)  # the picture as it was drawn before pictures grew to fit their text
     assert [line for line in cut_texts(ET.tostring(root, encoding="unicode")) if line.startswith("'xxxx")]
+
+
+def test_the_measure_reads_a_matplotlib_charts_text():
+    """A chart as the notebooks store it (viz.plots.figure_svg): its texts, the turned y label too, are measured, and
+    a picture cut in half is caught."""
+    from matplotlib.figure import Figure
+
+    from cutecourse.viz.plots import figure_svg
+
+    fig = Figure(figsize=(4, 3), layout="constrained")
+    ax = fig.add_subplot()
+    ax.plot([1, 2, 3], [3, 1, 2], label="a line")
+    ax.set(xlabel="K", ylabel="relative error")
+    ax.legend()
+    svg = figure_svg(fig)
+    (width, height), boxes = text_boxes(svg)
+    assert {"K", "relative error", "a line"} <= {text for text, *_ in boxes} and cut_texts(svg) == []
+    turned = next(box for box in boxes if box[0] == "relative error")
+    assert turned[4] - turned[3] > turned[2] - turned[1]  # read upwards: taller than wide
+    root = ET.fromstring(svg)
+    for key, value in (("viewBox", f"0 0 {width / 2} {height}"), ("width", f"{width / 2}pt")):
+        root.set(key, value)
+    assert cut_texts(ET.tostring(root, encoding="unicode"))
