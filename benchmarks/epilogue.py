@@ -29,13 +29,12 @@ torch._scaled_mm ≥ 0.95. About 4 minutes on an H200 with the defaults.
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime
 import importlib
 from collections.abc import Callable
 from typing import Any
 
-from gemm import checked, kernels_to_time, settled_rounds, summary  # benchmarks/gemm.py
+from gemm import checked, kernels_to_time, settled_rounds, summary, write_csv  # benchmarks/gemm.py
 
 from cutecourse.kernels import GEMM_STEPS
 
@@ -297,10 +296,7 @@ def main() -> None:
                 rows += rows_of(times, power, 2 * m * n * k, **meta, dtype=dtype, M=m, N=n, K=k)
                 progress.update()
     progress.close()
-    with open(args.csv, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(rows, args.csv)
     print(markdown(rows))
     print(f"csv: {args.csv}")
 

@@ -155,6 +155,14 @@ def summary(times: dict[str, list[float]], power: dict[str, list[tuple[float, fl
                        watts=median_of(power[name], 1)) for name, t in times.items()}
 
 
+def write_csv(rows: list[dict[str, Any]], path: str) -> None:
+    """The run's rows, one per kernel and problem, as CSV with the first row's keys for header."""
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dtypes", nargs="+", default=["bfloat16", "float16"])
@@ -209,10 +217,7 @@ def main() -> None:
             progress.update()
     progress.close()
     clocks.close()
-    with open(args.csv, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(rows, args.csv)
     print("| dtype | M×N×K | kernel | ms | TFLOP/s | × torch.matmul | SM MHz | W |\n|---|---|---|---|---|---|---|---|")
     for r in rows:
         shape = f"{r['M']}×{r['N']}×{r['K']}"

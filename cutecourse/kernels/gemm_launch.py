@@ -236,9 +236,8 @@ def compile_for(host: Any, config: Any, ops: Operands, a: Any, b: Any, c: Any, s
                 aux: Any = None) -> Any:
     """``cute.compile`` a step's ``host(pA, pB, pC, m, n, k, stream, ops, config)`` for these operands; a step with
     a fused epilogue (`fused` given) is ``host(pA, pB, pC, m, n, k, stream, pSrc, pBias, pAux, alpha, beta, ops,
-    config, fused)``, whose C (`source`), bias and aux `epilogue_pointers` points at (no `fused`: the plain GEMM). Works
-    on CPU tensors
-    too, so every step compiles (and shows its PTX) without a GPU."""
+    config, fused)``, whose C (`source`), bias and aux `epilogue_pointers` points at (no `fused`: the plain GEMM).
+    Works on CPU tensors too, so every step compiles (and shows its PTX) without a GPU."""
     m, k = a.shape
     n = b.shape[1]
     pA, pB, pC = pointers(ops, a, b, c)

@@ -51,3 +51,10 @@ def test_the_benchmarks_summary_takes_medians_and_the_ratio_to_the_baseline_of_t
     got = gemm.summary(times, power, flops=2e9)
     assert got["ours"] == dict(ms=1.0, tflops=2.0, ratio=2.0, sm_mhz=None, watts=None)
     assert got["torch.matmul"] == dict(ms=2.0, tflops=1.0, ratio=1.0, sm_mhz=1500.0, watts=690.0)
+
+
+def test_the_benchmarks_write_their_rows_as_csv_with_the_first_rows_keys(tmp_path):
+    gemm = benchmarks.load("gemm", "gemm_benchmark_csv")
+    path = tmp_path / "run.csv"
+    gemm.write_csv([{"kernel": "ours", "ms": "0.21"}, {"kernel": "torch.matmul", "ms": "0.2"}], str(path))
+    assert path.read_text().splitlines() == ["kernel,ms", "ours,0.21", "torch.matmul,0.2"]

@@ -67,19 +67,28 @@ mma_coords = Check("mma_coords", "mma_coords",
 # --------------------------------------------------------------------------- 5.2 wgmma's accumulator as a layout
 
 
-def layout_hint(value: Any, want: Layout, shape: tuple[int, int], what: str) -> str | None:
-    """Is `value` (a Layout or its text) the same function (thread, value) -> index as `want` on a `shape` tile?
-    Any way of writing it is right."""
+def tv_layout(value: Any, threads: int, values: int, what: str, to: str = "index"
+              ) -> tuple[Layout | None, str | None]:
+    """`value` (a Layout or its text) read as a (thread, value) -> `to` layout of `threads` threads with `values`
+    values each, like `what`: (the layout, None), or (None, what is wrong with it)."""
     try:
         got = parse_layout(str(value))
     except ValueError as exc:
-        return f"expected a Layout (or its text), got {value!r}: {exc}"
+        return None, f"expected a Layout (or its text), got {value!r}: {exc}"
     if not isinstance(got, Layout) or got.rank != 2:
-        return f"expected a rank-2 layout (thread, value) -> index, got {value}"
-    threads, values = want[0].size(), want[1].size()
+        return None, f"expected a rank-2 layout (thread, value) -> {to}, got {value}"
     if (got[0].size(), got[1].size()) != (threads, values):
-        return (f"{value} has {got[0].size()} threads and {got[1].size()} values; {what} has {threads} threads "
-                f"and {values} values per thread")
+        return None, (f"{value} has {got[0].size()} threads and {got[1].size()} values; {what} has {threads} "
+                      f"threads and {values} values per thread")
+    return got, None
+
+
+def layout_hint(value: Any, want: Layout, shape: tuple[int, int], what: str) -> str | None:
+    """Is `value` (a Layout or its text) the same function (thread, value) -> index as `want` on a `shape` tile?
+    Any way of writing it is right."""
+    got, problem = tv_layout(value, want[0].size(), want[1].size(), what)
+    if problem:
+        return problem
     try:
         at = F.coords(got, shape)
     except ValueError:

@@ -17,6 +17,7 @@ from typing import Any
 
 from cutecourse import fragments as F
 from cutecourse.grading.checks import Check, rounded
+from cutecourse.grading.checks import l05_tiled_mma as L5
 from cutecourse.layout import Layout, parse_layout
 
 # --------------------------------------------------------------------------- 7.1 the cheapest accumulator
@@ -129,15 +130,9 @@ def bias_hint(case: tuple[Any, ...], value: Any) -> str | None:
     layout, loads = value
     want = reference_bias(*case)
     threads, values = want.shape
-    try:
-        got_layout = parse_layout(str(layout))
-    except ValueError as exc:
-        return f"expected a Layout (or its text) as the first item, got {layout!r}: {exc}"
-    if not isinstance(got_layout, Layout) or got_layout.rank != 2:
-        return f"expected a rank-2 layout (thread, value) -> bias element, got {layout}"
-    if (got_layout[0].size(), got_layout[1].size()) != (threads, values):
-        return (f"{layout} has {got_layout[0].size()} threads and {got_layout[1].size()} values; the C layout has "
-                f"{threads} threads of {values} accumulators each")
+    got_layout, problem = L5.tv_layout(layout, threads, values, "the C layout", to="bias element")
+    if problem:
+        return problem
     got = np.array([[got_layout((t, v)) for v in range(values)] for t in range(threads)])
     wrong = got != want
     if wrong.any():
