@@ -11,7 +11,7 @@ D = ReLU(A·B + bias), the bias one value per column (torch's addmm bias; ``Epil
   D read and written twice more (the same passes as ``F.gelu(a @ b + bias, approximate="tanh")``);
 - cuBLASLt's fused epilogue: ``torch._addmm_activation(bias, a, b, use_gelu=...)``, one kernel (the names of the
   kernels each torch baseline launches are printed, so a fallback to an unfused path shows);
-- ours: each ``--steps`` step (and ``--variants``, as benchmarks/gemm.py takes them) with that Epilogue;
+- ours: each ``--steps`` step (and ``--variants``, as benchmarks/gemm.py takes them: cutecourse.bench.kernels_to_time) with that Epilogue;
 
 beside ``torch.matmul`` alone (what the epilogue costs). For float8_e4m3fn, A and B are quantized per tensor
 (cutecourse.kernels.fp8.quantize) and D is bfloat16: ours (each ``--fp8-steps`` step with its FP8_CONFIG and
@@ -20,7 +20,7 @@ alpha = sa·sb) against ``torch._scaled_mm`` (its default, which promotes the pa
 
 Every kernel first runs once into a NaN-filled D and is checked against float64 torch (the epilogue's
 ``reference``; for fp8, of the dequantized inputs: `within_epilogue_bounds`), then the kernels of one dtype and shape
-are timed in benchmarks/gemm.py's settled, interleaved rounds (its docstring says why) and the median round is
+are timed in cutecourse.bench's settled, interleaved rounds (its docstring says why) and the median round is
 reported. A ratio X / Y is Y's time over X's: above 1, X is faster. The goals (issue 19): ours / cuBLASLt fused
 ≥ 1.0, the course's target ≥ 1.05, for both epilogues in both dtypes at 4096³ and 8192³; fp8 ours /
 torch._scaled_mm ≥ 0.95. About 4 minutes on an H200 with the defaults.
@@ -34,7 +34,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from gemm import checked, kernels_to_time, settled_rounds, summary, write_csv  # benchmarks/gemm.py
+from cutecourse.bench import checked, kernels_to_time, settled_rounds, summary, write_csv
 
 from cutecourse.kernels import GEMM_STEPS
 

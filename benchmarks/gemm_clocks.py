@@ -15,9 +15,8 @@ import argparse
 import time
 
 import torch
-from gemm import kernels_to_time  # benchmarks/gemm.py
 
-from cutecourse.bench import Clocks, median_ms
+from cutecourse.bench import Clocks, kernels_to_time, median_ms
 from cutecourse.kernels import GEMM_STEPS
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -90,6 +90,130 @@ def _steps(args: argparse.Namespace) -> int:
     return 0
 
 
+NCU_MISSING = ("ncu (Nsight Compute) is not on PATH. Install it with the CUDA toolkit (Debian/Ubuntu with NVIDIA's "
+               "CUDA apt repository: sudo apt-get install nsight-compute; or https://developer.nvidia.com/nsight-compute)"
+               ", or run without --ncu")
+
+
+def _bench(args: argparse.Namespace) -> int:
+    """``cutecourse bench gemm``: our steps, the dispatcher's pick and torch.matmul on one problem, side by side."""
+    import shutil
+
+    problem = (args.m, args.n, args.k)
+    if any(x < 1 for x in problem):
+        print(f"cutecourse bench gemm: --m {args.m} --n {args.n} --k {args.k}: give positive extents",
+              file=sys.stderr)
+        return 2
+    if args.ncu and not args.once:
+        return _bench_under_ncu(args, shutil.which("ncu"))
+    try:
+        import torch
+    except ImportError:
+        print("cutecourse bench gemm needs torch: pip install torch (with CUDA), on a machine with a GPU",
+              file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("cutecourse bench gemm times kernels on a GPU and none is visible here: run it where nvidia-smi lists "
+              "an sm_80+ GPU (Colab with a GPU runtime, a Modal H100: see README, 'Running on a GPU')",
+              file=sys.stderr)
+        return 2
+    from cutecourse import bench
+
+    try:
+        launches = _launches(args.kernels)
+    except SystemExit as exc:
+        print(f"cutecourse bench gemm: {exc}", file=sys.stderr)
+        return 2
+    if args.once:
+        return _launch_once(args, launches)
+    rows = bench.profile([problem], [args.dtype], launches, rounds=args.rounds, settle_ms=args.settle_ms,
+                         data=args.data, baseline=True, say=print)
+    print(bench.table(rows))
+    if args.csv:
+        bench.write_csv(rows, args.csv)
+        print(f"wrote {args.csv}")
+    return 0
+
+
+def _launches(specs: list[str]) -> dict[str, tuple]:
+    """--kernels: step numbers, STEP:FIELD=VALUE,... variants and "dispatch" (cutecourse.gemm's pick); "torch" is
+    the baseline, always timed."""
+    from cutecourse import bench, dispatch
+
+    launches = {}
+    for spec in specs:
+        if spec == "torch":
+            continue
+        if spec == "dispatch":
+            launches["cutecourse.gemm"] = (lambda a, b, c, config: dispatch.gemm(a, b, c), None)
+            continue
+        number = spec.partition(":")[0]
+        if not number.isdigit():
+            raise SystemExit(f"--kernels {spec!r}: give torch, dispatch, a step (1-10) or STEP:FIELD=VALUE,...")
+        launches.update(bench.kernels_to_time([], [spec]) if ":" in spec else bench.kernels_to_time([int(number)],
+                                                                                                      []))
+    return launches
+
+
+def _launch_once(args: argparse.Namespace, launches: dict[str, tuple]) -> int:
+    """Under ncu: check every kernel (compiling it), then launch each once between cudaProfilerStart and Stop."""
+    import torch
+
+    from cutecourse import bench
+
+    a, b, c = bench.operands(args.m, args.n, args.k, args.dtype, args.data)
+    kernels = {"torch.matmul": lambda i: torch.matmul(a, b, out=c)}
+    for name, (gemm, config) in launches.items():
+        try:
+            kernels[name] = bench.checked(name, gemm, config, a, b, c, say=lambda line: print(line, file=sys.stderr))
+        except ValueError as exc:  # refused on this GPU: not profiled
+            print(f"{name}: not profiled, {exc}", file=sys.stderr)
+    for fn in kernels.values():
+        fn(0)
+    torch.cuda.synchronize()
+    torch.cuda.profiler.start()
+    for fn in kernels.values():
+        fn(0)
+        torch.cuda.synchronize()
+    torch.cuda.profiler.stop()
+    print("launched: " + " ".join(kernels))
+    return 0
+
+
+def _bench_under_ncu(args: argparse.Namespace, ncu: str | None) -> int:
+    import os
+    import subprocess
+    import tempfile
+
+    from cutecourse.bench import ncu as profiler
+
+    if ncu is None:
+        print(f"cutecourse bench gemm --ncu: {NCU_MISSING}", file=sys.stderr)
+        return 2
+    metrics = profiler.chosen(profiler.available(ncu))
+    argv = [sys.executable, "-m", "cutecourse.cli", "bench", "gemm", "--m", str(args.m), "--n", str(args.n),
+            "--k", str(args.k), "--dtype", args.dtype, "--data", args.data, "--kernels", *args.kernels, "--once"]
+    with tempfile.TemporaryDirectory() as tmp:
+        log = os.path.join(tmp, "ncu.csv")
+        done = subprocess.run(profiler.command(ncu, metrics, argv, log), capture_output=True, text=True)
+        text = open(log).read() if os.path.exists(log) else ""
+    launched = next((line.split()[1:] for line in done.stdout.splitlines() if line.startswith("launched:")), [])
+    profiles = profiler.parse(text, metrics)
+    if done.returncode != 0 or not profiles:
+        print(f"cutecourse bench gemm --ncu: ncu exited {done.returncode} and profiled {len(profiles)} kernels:\n"
+              f"{done.stderr[-2000:]}{text[-2000:]}", file=sys.stderr)
+        return 1
+    print(f"ncu --clock-control none, one launch each ({args.m}x{args.n}x{args.k} {args.dtype}, {args.data} data); "
+          "metrics: " + ", ".join(f"{what} = {name}" for what, name in metrics.items()))
+    print(profiler.table(launched, profiles))
+    if args.csv:
+        from cutecourse import bench
+
+        bench.write_csv(profiles, args.csv)
+        print(f"wrote {args.csv}")
+    return 0
+
+
 def classroom_workflow(submissions: list[str], course: "object") -> str:
     """The autograding steps of a GitHub Classroom workflow: one command per exercise, worth its points."""
     from pathlib import Path
@@ -148,6 +272,27 @@ def main(argv: list[str] | None = None) -> int:
     grade.add_argument("--classroom", action="store_true",
                        help="print GitHub Classroom autograding steps, one per exercise, and exit")
     grade.set_defaults(run=_grade)
+    benchmark = commands.add_parser("bench", help="time GEMMs on this GPU, in the manner of cutlass_profiler")
+    benchmarks = benchmark.add_subparsers(dest="bench_command", required=True, metavar="BENCH_COMMAND")
+    gemm = benchmarks.add_parser("gemm", help="our steps, cutecourse.gemm's pick and torch.matmul on one problem: "
+                                              "ms, TFLOP/s, ratio, SM clock and power, settled and interleaved")
+    gemm.add_argument("--m", type=int, required=True)
+    gemm.add_argument("--n", type=int, required=True)
+    gemm.add_argument("--k", type=int, required=True)
+    gemm.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
+    gemm.add_argument("--kernels", nargs="+", default=["torch", "dispatch", "5", "9", "10"],
+                      help="torch (the baseline, always timed), dispatch (cutecourse.gemm), step numbers and "
+                           "STEP:FIELD=VALUE,... variants (default: torch dispatch 5 9 10)")
+    gemm.add_argument("--data", default="normal", choices=("normal", "integers", "zeros"),
+                      help="what A and B hold: the power a GEMM draws, and so its clock, depends on it")
+    gemm.add_argument("--rounds", type=int, default=5, help="interleaved rounds; the median is reported")
+    gemm.add_argument("--settle-ms", type=float, default=1000.0,
+                      help="each kernel runs alone this long before it is timed (power and clocks settle)")
+    gemm.add_argument("--csv", metavar="FILE", help="also write the rows as CSV")
+    gemm.add_argument("--ncu", action="store_true",
+                      help="instead, profile one launch of each under Nsight Compute and print the key metrics")
+    gemm.add_argument("--once", action="store_true", help=argparse.SUPPRESS)  # the run ncu profiles
+    benchmark.set_defaults(run=_bench)
     ladder = commands.add_parser("steps", help="the GEMM ladder: its steps, and each one's diff against the one before")
     ladder_commands = ladder.add_subparsers(dest="steps_command", required=True, metavar="STEPS_COMMAND")
     ladder_commands.add_parser("list", help="every step and the idea it adds")

@@ -1,17 +1,37 @@
-"""Timing on the GPU: CUDA events, warm-up, medians, and launches back to back.
+"""Timing on the GPU: CUDA events, warm-up, medians, launches back to back, and settled, interleaved rounds.
 
 Every GPU figure of the course comes through :func:`median_ms`, and every benchmark times its baseline (torch's
-device copy, ``torch.matmul``) with it in the same run, so ratios compare like with like.
+device copy, ``torch.matmul``) with it in the same run, so ratios compare like with like. The GEMM benchmarks, the
+profiler (``cutecourse bench gemm``) and the tuner (`cutecourse.tune`) time kernels in :func:`settled_rounds`:
+
+* each kernel first runs alone for `settle_ms`, then is timed as the median of 5 × 10 back-to-back launches;
+* the rounds interleave the kernels, the odd rounds in the reverse order.
+
+Both are there because the H200 is power-limited on random data and its clock follows the power draw over hundreds
+of milliseconds: a kernel timed right after a lighter one borrows its clocks (unsettled, one step measured 1.11× and
+0.87× at 8192³ in two runs; `benchmarks/gemm_clocks.py` shows torch.matmul 3-5% faster in its first 100 ms after
+the one-warpgroup wgmma step than once settled), so no kernel should always follow the same one. The SM clock and
+board power while each kernel ran come from :class:`Clocks` (nvidia-smi): at the power limit, a kernel that moves
+more data runs at a lower clock.
 """
 
 from __future__ import annotations
 
+import csv
+import importlib
 import shutil
 import statistics
 import subprocess
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
+from typing import Any
+
+from cutecourse.kernels import GEMM_STEPS
+
+#: What the operands hold (`operands`): random-normal values (the benchmarks' default, at the power limit), small
+#: integers (-2 to 2: exact in every format, and fewer bits toggle), or zeros (the least power a GEMM can draw).
+DATA = ("normal", "integers", "zeros")
 
 
 def median_ms(fn: Callable[[int], object], reps: int = 30, batch: int = 10, warmup: int = 3) -> float:
@@ -90,3 +110,176 @@ class Clocks:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def kernels_to_time(steps: list[int], variants: list[str]) -> dict[str, tuple]:
+    """{name: (launcher, Config)} for the steps' default Configs and the `--variants` ("9:epi_n=64,stages=3")."""
+    specs = [(number, "") for number in steps]
+    for spec in variants:
+        number, _, fields = spec.partition(":")
+        if number not in {str(i) for i in range(1, len(GEMM_STEPS) + 1)} or not all(
+                f.count("=") == 1 for f in fields.split(",")):
+            raise SystemExit(f"--variants {spec!r}: write STEP:FIELD=VALUE,... with a step 1-{len(GEMM_STEPS)}, "
+                             "e.g. 9:epi_n=64,stages=3")
+        specs.append((int(number), fields))
+    launches = {}
+    for number, fields in specs:
+        module = importlib.import_module(f"cutecourse.kernels.{GEMM_STEPS[number - 1]}")
+        changes = dict(f.split("=") for f in fields.split(",")) if fields else {}
+        name = f"{GEMM_STEPS[number - 1]}({fields})" if fields else GEMM_STEPS[number - 1]
+        launches[name] = (module.gemm, module.Config(**{key: int(value) if value.isdigit() else value
+                                                       for key, value in changes.items()}))
+    return launches
+
+
+def settled_rounds(kernels: dict[str, Callable[[int], object]], rounds: int, settle_ms: float, clocks: Any,
+                   slow: Callable[[str], bool] = lambda name: False
+                   ) -> tuple[dict[str, list[float]], dict[str, list[tuple[float, float]]]]:
+    """Time `kernels` ({name: fn(i)}, as cutecourse.bench.median_ms calls them) in `rounds` interleaved rounds, the
+    odd rounds in the reverse order: in a round each kernel first runs alone for `settle_ms`, then is timed as the
+    median of 5 × 10 back-to-back launches (one launch, unsettled, for the `slow` ones). Returns each kernel's ms
+    per round and the (SM MHz, W) that `clocks` (a cutecourse.bench.Clocks) read while it ran (the module
+    docstring says why)."""
+    times: dict[str, list[float]] = {name: [] for name in kernels}
+    power: dict[str, list[tuple[float, float]]] = {name: [] for name in kernels}
+    for r in range(rounds):
+        for name, fn in list(kernels.items())[::-1 if r % 2 else 1]:
+            unsettled = slow(name)
+            # Settle: run the kernel alone for settle_ms first, so that it is timed at the clocks its own power
+            # draw allows, not at those the previous kernel left behind.
+            once = median_ms(fn, reps=1, batch=1, warmup=1)
+            warmup = 1 if unsettled else max(3, int(settle_ms / max(once, 1e-3)))
+            t0 = time.monotonic()
+            times[name].append(median_ms(fn, reps=1 if unsettled else 5, batch=1 if unsettled else 10,
+                                         warmup=warmup))
+            # Clock and power over the second half of the settle and the timing (the first half ramps).
+            reading = clocks.during(t0 + (time.monotonic() - t0) / 2, time.monotonic())
+            if reading:
+                power[name].append(reading)
+    return times, power
+
+
+class WrongResult(SystemExit):
+    """A kernel's output failed its check (`checked`): a script stops with the message; the tuner skips the config."""
+
+
+def checked(name: str, gemm: Any, config: Any, a: Any, b: Any, c: Any, say: Callable[[str], object] = print,
+            judge: Callable[[Any], str | None] | None = None) -> Callable[[int], object]:
+    """`gemm(a, b, c, config)` run once into a NaN-filled C and checked against torch in float64 (the first call also
+    compiles; a wrong result stops the run), as the closure fn(i) that `settled_rounds` times. `judge(c)` says what
+    is wrong with C (None: nothing); by default gemm_launch.within_bounds(c, a, b), C = a @ b."""
+    import torch
+
+    from cutecourse.kernels import gemm_launch
+
+    c.fill_(float("nan"))
+    start = time.perf_counter()
+    gemm(a, b, c, config)
+    torch.cuda.synchronize()
+    problem = judge(c) if judge else gemm_launch.within_bounds(c, a, b)
+    if problem:
+        raise WrongResult(f"{name} is wrong: {problem}")
+    say(f"{name}: correct; first call (compile + run) {time.perf_counter() - start:.1f} s")
+    return lambda i: gemm(a, b, c, config)
+
+
+def summary(times: dict[str, list[float]], power: dict[str, list[tuple[float, float]]], flops: float,
+            base: str = "torch.matmul") -> dict[str, dict[str, float | None]]:
+    """Per kernel of `settled_rounds`' result: its median ms, TFLOP/s, ratio to `base` (timed in the same rounds),
+    and the median SM MHz and W read while it ran (None without a reading)."""
+    reference = statistics.median(times[base])
+
+    def median_of(readings: list[tuple[float, float]], i: int) -> float | None:
+        return statistics.median(r[i] for r in readings) if readings else None
+
+    return {name: dict(ms=statistics.median(t), tflops=flops / statistics.median(t) / 1e9,
+                       ratio=reference / statistics.median(t), sm_mhz=median_of(power[name], 0),
+                       watts=median_of(power[name], 1)) for name, t in times.items()}
+
+
+def write_csv(rows: list[dict[str, Any]], path: str) -> None:
+    """The run's rows, one per kernel and problem, as CSV with the first row's keys for header."""
+    with open(path, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def operands(m: int, n: int, k: int, dtype: str, data: str = "normal", seed: int = 0,
+             majors: tuple[str, str] = ("k", "k")) -> tuple[Any, Any, Any]:
+    """The benchmarks' operands on the GPU, holding `data` (one of `DATA`): A (M, K) and B (K, N), by default both
+    K-major (A row-major, B = ``bt.t()``: the layout CUTLASS calls TN; `majors` ("m", "n") makes them MN-major),
+    and an empty row-major C of A's dtype."""
+    import torch
+
+    if data not in DATA:
+        raise ValueError(f"data={data!r}: pick one of {', '.join(DATA)}")
+    torch.manual_seed(seed)
+    kind = getattr(torch, dtype)
+
+    def fill(rows: int, cols: int) -> Any:
+        if data == "normal":
+            return torch.randn(rows, cols, device="cuda", dtype=kind)
+        if data == "integers":
+            return torch.randint(-2, 3, (rows, cols), device="cuda").to(kind)
+        return torch.zeros(rows, cols, device="cuda", dtype=kind)
+
+    if majors[0] not in ("k", "m") or majors[1] not in ("k", "n"):
+        raise ValueError(f"majors={majors!r}: give (a's, b's) major, each 'k' or the other mode: ('k', 'k'), "
+                         "('m', 'n'), ('k', 'n') or ('m', 'k')")
+    a = fill(m, k) if majors[0] == "k" else fill(k, m).t()
+    b = fill(n, k).t() if majors[1] == "k" else fill(k, n)
+    return a, b, torch.empty(m, n, device="cuda", dtype=kind)
+
+
+def profile(problems: list[tuple[int, int, int]], dtypes: list[str], launches: dict[str, tuple[Any, Any]], *,
+            rounds: int, settle_ms: float, data: str = "normal", baseline: bool = True,
+            skip: Callable[[str, tuple[int, int, int]], bool] = lambda name, problem: False,
+            slow: Callable[[str], bool] = lambda name: False, say: Callable[[str], object] | None = None
+            ) -> list[dict[str, Any]]:
+    """Every kernel of `launches` ({name: (gemm, config)}, as `kernels_to_time` gives) on every problem and dtype:
+    checked against float64 first (`checked`), then timed with torch.matmul (when `baseline`) in `settled_rounds`.
+    One row per kernel and problem: date, GPU, dtype, data, M, N, K, kernel, median ms, TFLOP/s, ratio to
+    torch.matmul, the SM clock and power while it ran, and every round's ms. `skip(name, problem)` leaves a kernel out
+    of a problem; the `slow` ones are timed unsettled (a single launch can take seconds). A tqdm bar counts the
+    problems."""
+    import datetime
+
+    import torch
+    from tqdm import tqdm
+
+    gpu, date = torch.cuda.get_device_name(), datetime.date.today().isoformat()
+    rows = []
+    with Clocks() as clocks, tqdm(total=len(dtypes) * len(problems), desc="dtype × problem") as progress:
+        say = say or progress.write
+        for name in dtypes:
+            for m, n, k in problems:
+                a, b, c = operands(m, n, k, name, data)
+                kernels = {"torch.matmul": lambda i: torch.matmul(a, b, out=c)} if baseline else {}
+                for kernel, (gemm, config) in launches.items():
+                    if skip(kernel, (m, n, k)):
+                        continue
+                    try:
+                        kernels[kernel] = checked(f"{kernel} {name} {m}x{n}x{k}", gemm, config, a, b, c, say=say)
+                    except ValueError as exc:  # refused: e.g. a Hopper step on an sm_80 GPU
+                        say(f"{kernel} {name} {m}x{n}x{k}: not timed, {exc}")
+                times, power = settled_rounds(kernels, rounds, settle_ms, clocks, slow=slow)
+                ratios = summary(times, power, 2 * m * n * k) if baseline else summary(
+                    times, power, 2 * m * n * k, base=next(iter(times)))
+                for kernel, r in ratios.items():
+                    rows.append(dict(date=date, gpu=gpu, dtype=name, data=data, M=m, N=n, K=k, kernel=kernel,
+                                     ms=f"{r['ms']:.4f}", tflops=f"{r['tflops']:.1f}", ratio=f"{r['ratio']:.3f}",
+                                     sm_mhz="" if r["sm_mhz"] is None else f"{r['sm_mhz']:.0f}",
+                                     watts="" if r["watts"] is None else f"{r['watts']:.0f}",
+                                     rounds=" ".join(f"{t:.4f}" for t in times[kernel])))
+                progress.update()
+    return rows
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    """`profile`'s rows as a Markdown table (what RESULTS.md records)."""
+    lines = ["| dtype | data | M×N×K | kernel | ms | TFLOP/s | × torch.matmul | SM MHz | W |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['dtype']} | {r['data']} | {r['M']}×{r['N']}×{r['K']} | {r['kernel']} | {r['ms']} | {r['tflops']} "
+              f"| {r['ratio']} | {r['sm_mhz']} | {r['watts']} |" for r in rows]
+    return "\n".join(lines)

@@ -33,8 +33,8 @@ class Measurement:
 _CELL = "lesson 1's %%gpu cell as a script: cutecourse.hw.measure (RESULTS.md, 'lessons 1-3 on the GPU')"
 _GEMM = "python3 benchmarks/gemm.py (each kernel settled 1 s; RESULTS.md, 'GEMM steps 1-6: the recorded run')"
 _CLOCKS = "nvidia-smi during 1.5 s of back-to-back GEMMs (RESULTS.md, 'GEMM step 6 at 4096³', diagnosis 1)"
-_NCU = ("ncu --clock-control none ... benchmarks/gemm_profile.py --shape 4096x4096x4096, one launch "
-        "(RESULTS.md, 'GEMM step 6 at 4096³')")
+_NCU = ("ncu --clock-control none ..., one launch (RESULTS.md, 'GEMM step 6 at 4096³'; the launching script "
+        "of then is now cutecourse bench gemm --ncu)")
 
 H200: dict[str, Measurement] = {
     "copy_tbs": Measurement("device copy of 1 GiB, bytes read + written", 4.189, "TB/s", _CELL),

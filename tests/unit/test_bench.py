@@ -1,5 +1,6 @@
-"""cutecourse.bench on a CPU (the clock sampler's parsing and windows; median_ms itself needs a GPU: tests/gpu), and the
-variant specs of benchmarks/gemm.py, which times through it."""
+"""cutecourse.bench on a CPU: the clock sampler's parsing and windows, the kernel specs, the summary and CSV of the
+benchmarks and the profiler (median_ms and the runs themselves need a GPU: tests/gpu), ncu's command line and CSV,
+and `cutecourse bench gemm`'s refusals."""
 
 from __future__ import annotations
 
@@ -8,7 +9,6 @@ import time
 
 from cutecourse import bench
 
-from . import benchmarks
 
 
 def test_clocks_take_the_median_reading_inside_the_window_and_skip_unreadable_lines():
@@ -31,30 +31,87 @@ def test_clocks_without_nvidia_smi_read_nothing(monkeypatch):
         assert clocks.during(0, time.monotonic()) is None
 
 
-def test_the_gemm_benchmark_names_a_malformed_variant_and_the_form_it_wants():
+def test_the_kernel_specs_name_a_malformed_variant_and_the_form_they_want():
     import pytest
 
     pytest.importorskip("cutlass")
     pytest.importorskip("torch")  # the kernels it lists import torch; the DSL alone (3.10, no torch) is not enough
-    gemm = benchmarks.load("gemm", "gemm_benchmark")
     for bad in ("11:stages=3", "9:epi_n", "stages=3"):
         with pytest.raises(SystemExit, match=f"--variants '{bad}': write STEP:FIELD=VALUE"):
-            gemm.kernels_to_time([], [bad])
-    assert list(gemm.kernels_to_time([9], ["9:epi_n=64,stages=3"])) == [
+            bench.kernels_to_time([], [bad])
+    assert list(bench.kernels_to_time([9], ["9:epi_n=64,stages=3"])) == [
         "gemm09_multicast", "gemm09_multicast(epi_n=64,stages=3)"]
 
 
-def test_the_benchmarks_summary_takes_medians_and_the_ratio_to_the_baseline_of_the_same_rounds():
-    gemm = benchmarks.load("gemm", "gemm_benchmark_summary")
+def test_the_summary_takes_medians_and_the_ratio_to_the_baseline_of_the_same_rounds():
     times = {"torch.matmul": [2.0, 1.0, 3.0], "ours": [1.0, 4.0, 0.5]}  # medians 2 ms and 1 ms
     power = {"torch.matmul": [(1500.0, 690.0), (1400.0, 680.0), (1600.0, 700.0)], "ours": []}
-    got = gemm.summary(times, power, flops=2e9)
+    got = bench.summary(times, power, flops=2e9)
     assert got["ours"] == dict(ms=1.0, tflops=2.0, ratio=2.0, sm_mhz=None, watts=None)
     assert got["torch.matmul"] == dict(ms=2.0, tflops=1.0, ratio=1.0, sm_mhz=1500.0, watts=690.0)
 
 
-def test_the_benchmarks_write_their_rows_as_csv_with_the_first_rows_keys(tmp_path):
-    gemm = benchmarks.load("gemm", "gemm_benchmark_csv")
+def test_the_rows_are_written_as_csv_with_the_first_rows_keys_and_as_a_markdown_table(tmp_path):
     path = tmp_path / "run.csv"
-    gemm.write_csv([{"kernel": "ours", "ms": "0.21"}, {"kernel": "torch.matmul", "ms": "0.2"}], str(path))
+    bench.write_csv([{"kernel": "ours", "ms": "0.21"}, {"kernel": "torch.matmul", "ms": "0.2"}], str(path))
     assert path.read_text().splitlines() == ["kernel,ms", "ours,0.21", "torch.matmul,0.2"]
+    row = dict(dtype="bfloat16", data="integers", M=8, N=16, K=32, kernel="gemm09_multicast", ms="0.1", tflops="1.0",
+               ratio="0.990", sm_mhz="1500", watts="690")
+    assert bench.table([row]).splitlines()[2] == ("| bfloat16 | integers | 8×16×32 | gemm09_multicast | 0.1 | 1.0 | "
+                                                  "0.990 | 1500 | 690 |")
+
+
+def test_operands_refuse_an_unknown_data_kind_or_major_by_name():
+    import pytest
+
+    pytest.importorskip("torch")
+    with pytest.raises(ValueError, match="data='ones': pick one of normal, integers, zeros"):
+        bench.operands(8, 8, 8, "bfloat16", data="ones")
+    with pytest.raises(ValueError, match=r"majors=\('n', 'k'\): give \(a's, b's\) major"):
+        bench.operands(8, 8, 8, "bfloat16", majors=("n", "k"))
+
+
+NCU_CSV = """==PROF== Connected to process 123
+"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","gpu__time_duration.sum",\
+"sm__throughput.avg.pct_of_peak_sustained_elapsed","dram__bytes.sum","sm__cycles_elapsed.avg.per_second"
+"","","","","","","","nsecond","%","Gbyte","cycle/nsecond"
+"0","123","python3","h","nvjet_sm90_tst_256x128","1","7","209,504","91.2","0.43","1.49"
+"1","123","python3","h","kernel_cutlass_gemm","1","7","211,008","n/a","0.41","1.48"
+""".replace("\\\n", "")
+
+
+def test_ncu_asks_for_the_first_metric_it_knows_and_its_csv_is_read_in_our_units():
+    from cutecourse.bench import ncu
+
+    known = {"sm__pipe_tensor_op_hmma_cycles_active", "gpu__time_duration"}
+    metrics = ncu.chosen(known)
+    assert metrics["tensor pipe %"] == "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"
+    assert ncu.chosen(set())["tensor pipe %"] == ncu.METRICS["tensor pipe %"][0]
+    line = ncu.command("ncu", metrics, ["python3", "x.py"], "/tmp/log")
+    assert line[:7] == ["ncu", "--clock-control", "none", "--profile-from-start", "off", "--csv", "--page"]
+    assert line[-4:] == ["--log-file", "/tmp/log", "python3", "x.py"]
+    profiles = ncu.parse(NCU_CSV, metrics)
+    assert [p["kernel"] for p in profiles] == ["nvjet_sm90_tst_256x128", "kernel_cutlass_gemm"]
+    assert profiles[0]["duration (µs)"] == 209.504 and profiles[0]["SM clock (MHz)"] == 1490.0
+    assert profiles[0]["DRAM MB"] == 430.0 and profiles[1]["SM throughput %"] is None  # n/a
+    assert profiles[0]["tensor pipe %"] is None  # not in this CSV
+    table = ncu.table(["torch.matmul", "gemm09_multicast"], profiles).splitlines()
+    assert table[2].startswith("| torch.matmul | nvjet_sm90_tst_256x128 | 209.5 | 1490.0 | 91.2 | n/a")
+    assert ncu.table(["only one name"], profiles).splitlines()[2].startswith("|  | nvjet")
+    assert ncu.parse("no csv here", metrics) == []
+
+
+def test_bench_gemm_says_what_it_needs_where_it_cannot_run(capsys, monkeypatch):
+    import pytest
+
+    from cutecourse import cli
+
+    assert cli.main(["bench", "gemm", "--m", "0", "--n", "8", "--k", "8"]) == 2
+    assert "give positive extents" in capsys.readouterr().err
+    monkeypatch.setattr("shutil.which", lambda name: None)
+    assert cli.main(["bench", "gemm", "--m", "8", "--n", "8", "--k", "8", "--ncu"]) == 2
+    assert "ncu (Nsight Compute) is not on PATH. Install it" in capsys.readouterr().err
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        assert cli.main(["bench", "gemm", "--m", "8", "--n", "8", "--k", "8"]) == 2
+        assert "none is visible here" in capsys.readouterr().err

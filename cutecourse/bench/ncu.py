@@ -1,0 +1,100 @@
+"""Nsight Compute for ``cutecourse bench gemm --ncu``: which metrics, how to ask ncu for them, and how to read its CSV.
+
+The profiler re-runs itself under ``ncu`` with ``--once``: every kernel is compiled and checked first, then each is
+launched once between ``cudaProfilerStart`` and ``cudaProfilerStop``, and ncu (``--profile-from-start off``) profiles
+just those launches, in that order. ``--clock-control none`` leaves the clocks as the GPU sets them: the profile then
+shows the clock each kernel really ran at (ncu's default locks the base clock, which hides the power limit).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import subprocess
+from typing import Any
+
+#: What the profile reports -> ncu metric names to try, in order (names differ between ncu versions and chips; the
+#: first one this ncu knows is used). Percentages are of the peak sustained rate.
+METRICS: dict[str, tuple[str, ...]] = {
+    "duration (µs)": ("gpu__time_duration.sum",),
+    "SM clock (MHz)": ("sm__cycles_elapsed.avg.per_second",),
+    "SM throughput %": ("sm__throughput.avg.pct_of_peak_sustained_elapsed",),
+    "tensor pipe %": ("sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
+                      "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+                      "sm__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active"),
+    "DRAM %": ("dram__throughput.avg.pct_of_peak_sustained_elapsed",),
+    "DRAM MB": ("dram__bytes.sum",),
+    "L2 %": ("lts__t_sectors.avg.pct_of_peak_sustained_elapsed", "lts__throughput.avg.pct_of_peak_sustained_elapsed"),
+    "L2 MB": ("lts__t_bytes.sum",),
+    "smem bank conflicts": ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum",),
+    "achieved occupancy %": ("sm__warps_active.avg.pct_of_peak_sustained_active",),
+}
+
+
+def available(ncu: str) -> set[str]:
+    """The base metric names (before the first '.') this ncu knows for the GPU it sees; empty if it cannot say."""
+    done = subprocess.run([ncu, "--query-metrics"], capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        return set()
+    return {line.split()[0] for line in done.stdout.splitlines() if line.strip() and "__" in line.split()[0]}
+
+
+def chosen(known: set[str]) -> dict[str, str]:
+    """{what: the metric name to ask for}: each quantity's first candidate that `known` holds (the first candidate
+    where `known` is empty: ncu then says which names it lacks)."""
+    return {what: next((m for m in names if m.split(".")[0] in known), names[0]) if known else names[0]
+            for what, names in METRICS.items()}
+
+
+def command(ncu: str, metrics: dict[str, str], argv: list[str], log: str) -> list[str]:
+    """ncu's command line around `argv` (the program to profile), its CSV going to the file `log`."""
+    return [ncu, "--clock-control", "none", "--profile-from-start", "off", "--csv", "--page", "raw",
+            "--metrics", ",".join(dict.fromkeys(metrics.values())), "--log-file", log, *argv]
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text.replace(",", ""))
+    except ValueError:
+        return None  # "n/a": the counter is not readable on this GPU
+
+
+def parse(text: str, metrics: dict[str, str]) -> list[dict[str, Any]]:
+    """ncu's raw CSV page -> one dict per profiled kernel, in launch order: its name and each quantity of `metrics`
+    in the units of `METRICS` (µs, MHz, %, MB); None where ncu gave no value."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
+    if start is None:
+        return []
+    rows = list(csv.reader(io.StringIO("\n".join(lines[start:]))))
+    header, units, data = rows[0], rows[1], rows[2:]
+    scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "hz": 1e-6, "khz": 1e-3, "mhz": 1.0, "ghz": 1e3,
+             "byte": 1e-6, "kbyte": 1e-3, "mbyte": 1.0, "gbyte": 1e3, "cycle/nsecond": 1e3, "cycle/usecond": 1.0,
+             "cycle/second": 1e-6}
+    out = []
+    for row in data:
+        if len(row) != len(header):
+            continue
+        values = dict(zip(header, row))
+        kernel: dict[str, Any] = {"kernel": values.get("Kernel Name", "?")}
+        for what, metric in metrics.items():
+            if metric not in values:
+                kernel[what] = None
+                continue
+            number = _number(values[metric])
+            unit = units[header.index(metric)].strip().lower()
+            kernel[what] = None if number is None else number * scale.get(unit, 1.0)
+        out.append(kernel)
+    return out
+
+
+def table(kernels: list[str], profiles: list[dict[str, Any]]) -> str:
+    """A Markdown table, a row per profiled kernel, named by `kernels` (what was launched, in order) where each launch
+    ran one kernel (else the first column is empty and ncu's kernel names tell them apart)."""
+    whats = list(METRICS)
+    names = kernels if len(kernels) == len(profiles) else [""] * len(profiles)
+    lines = ["| kernel | ncu kernel | " + " | ".join(whats) + " |", "|---" * (len(whats) + 2) + "|"]
+    for name, profile in zip(names, profiles):
+        cells = [f"{profile[w]:.1f}" if isinstance(profile[w], float) else "n/a" for w in whats]
+        lines.append(f"| {name} | {profile['kernel'][:48]} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)

@@ -1,0 +1,213 @@
+"""``cutecourse.gemm``: one entry point over the GEMM ladder, which picks the step for the GPU, the shape, the majors
+and the alignment, and says why (``cutecourse.gemm.explain``).
+
+The rules, in order (lesson 8 explains each; `Choice.reasons` names the ones that decided):
+
+1. A and B are float16 or bfloat16, or fp8 (e4m3, e5m2) on sm_90 with both K-major; anything else is refused and
+   the error names torch's kernel for it (``torch.matmul``, ``torch._scaled_mm``).
+2. The GPU is sm_80 or newer: cp.async, ldmatrix and mma.sync m16n8k16 first exist there. Before (sm_75 Turing,
+   sm_70 Volta) every step is refused, naming ``torch.matmul``.
+3. Every vector step moves 16 bytes at a time, so each operand's contiguous extent must hold whole vectors and its
+   base be 16-byte aligned. Where that fails, step 2 (`gemm02_smem`, scalar loads, any shape) runs; it stores
+   ``a @ b`` only, so with an epilogue the call is refused (pad, or use torch).
+4. sm_90 (H100, H200) runs the Hopper path: step 10 (pingpong) where the problem has fewer tiles of step 9's
+   128 × 256 than the GPU has SMs, since its 128 × 128 tiles keep twice as many SMs busy; else step 9 (cooperative,
+   clusters, multicast), the faster one on full waves (benchmarks/RESULTS.md: 0.98-1.03× torch.matmul against
+   0.96-0.98× at 4096³ and 8192³).
+5. Other archs from sm_80 (sm_80/86/89, and sm_100/120, where mma.sync still runs but wgmma does not: it is sm_90a
+   only) run step 5 (`gemm05_swizzle`), the SM80 path.
+6. Where `cutecourse.tune` has stored a config for this GPU, driver, DSL version and problem, that config (and its
+   step) is used instead: measured beats modelled.
+
+``explain`` needs no GPU: on CPU tensors give ``arch=`` (90, 80, ...) and, for the Hopper rule, ``sms=``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from cutecourse.kernels import GEMM_STEPS
+
+ANY_SHAPE, SM80, COOPERATIVE, PINGPONG = "gemm02_smem", "gemm05_swizzle", "gemm09_multicast", "gemm10_pingpong"
+#: Steps that fuse an epilogue (``epilogue=``, ``bias=``, ``c=`` with ``beta``, ``aux=``, ``alpha``).
+FUSING = (SM80, COOPERATIVE, PINGPONG)
+#: Step 9's default CTA tile, which the small-problem rule counts.
+COOPERATIVE_TILE = (128, 256)
+#: SMs of an H100 SXM and an H200: the Hopper rule's count where no GPU says otherwise.
+HOPPER_SMS = 132
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What `explain` picked: the step (its module name), the Config it runs with, why, and whether the config came
+    from the tuner's cache."""
+
+    step: str
+    config: Any
+    reasons: tuple[str, ...]
+    tuned: bool = False
+
+    def __str__(self) -> str:
+        return "\n".join([f"{self.step}  {self.config}", *(f"  - {reason}" for reason in self.reasons)])
+
+
+def _module(step: str) -> Any:
+    return importlib.import_module(f"cutecourse.kernels.{step}")
+
+
+def _arch(a: Any, arch: Any) -> int:
+    import torch
+
+    if arch is not None:
+        if isinstance(arch, bool) or not isinstance(arch, int) or not 10 <= arch < 1000:
+            raise ValueError(f"arch={arch!r}: give the compute capability as an int, major * 10 + minor: 90 for an "
+                             "H100 or H200, 80 for an A100, 89 for an L4, 75 for a T4")
+        return arch
+    if a.is_cuda:
+        major, minor = torch.cuda.get_device_capability(a.device)
+        return major * 10 + minor
+    raise ValueError(f"a is on {a.device}, so no GPU says which arch to choose for: pass arch= (e.g. "
+                     "cutecourse.gemm.explain(a, b, arch=90)), or move the operands to the GPU (a = a.cuda())")
+
+
+def _step_of(config: Any) -> str:
+    for step in GEMM_STEPS:
+        if type(config) is _module(step).Config:
+            return step
+    raise ValueError(f"config={config!r}: pass a GEMM step's Config, e.g. "
+                     "cutecourse.kernels.gemm09_multicast.Config(tile_n=128), or None to let the dispatcher choose")
+
+
+def explain(a: Any, b: Any, out: Any = None, *, epilogue: Any = None, config: Any = None, arch: int | None = None,
+            sms: int | None = None, fused: bool | None = None) -> Choice:
+    """The step (and Config) `cutecourse.gemm(a, b, out, ...)` runs, and why. `fused`: the call asks for an epilogue
+    (a bias, ``beta · C``, ``alpha``, aux); by default, whether `epilogue` is given. Raises ValueError naming the
+    fallback where no step fits."""
+    import torch
+
+    from cutecourse.kernels import gemm_launch, launch
+
+    for name, t in (("a", a), ("b", b)):
+        if not isinstance(t, torch.Tensor) or t.dim() != 2:
+            raise ValueError(f"{name} must be a 2-D torch.Tensor, got "
+                             f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
+    ab = launch.dtype_name(a)
+    if ab not in gemm_launch.AB_DTYPES + gemm_launch.FP8_DTYPES:
+        raise ValueError(f"a has dtype {a.dtype}, which no GEMM step takes (float16, bfloat16, or fp8 on sm_90): "
+                         f"use torch.matmul(a, b), or a = a.to(torch.bfloat16)")
+    fp8 = ab in gemm_launch.FP8_DTYPES
+    fused = epilogue is not None if fused is None else fused
+    cc = _arch(a, arch)
+    if cc < 80:
+        raise ValueError(f"this GPU is sm_{cc}; every GEMM step needs sm_80 or newer (cp.async, ldmatrix, mma.sync "
+                         "m16n8k16): use torch.matmul(a, b)")
+    if fp8 and cc != 90:
+        raise ValueError(f"a is {a.dtype}; the fp8 steps use wgmma, which only sm_90 has, and this is sm_{cc}: use "
+                         "torch._scaled_mm, or dequantize (cutecourse.kernels.fp8.dequantize) and torch.matmul")
+    if out is None:  # a stand-in for the checks: no memory, address 0 (aligned)
+        out = torch.empty(a.shape[0], b.shape[1], device="meta",
+                          dtype=torch.bfloat16 if fp8 else a.dtype)
+    try:  # shapes, dtypes, strides (and fp8's majors): what no step can take
+        gemm_launch.traits(a, b, out, step="cutecourse.gemm", vector=False, fp8=fp8)
+    except ValueError as exc:
+        raise ValueError(f"{exc}; or use torch._scaled_mm") if fp8 else exc from None
+    reasons = [f"sm_{cc}, {ab} operands"]
+    if config is not None:
+        step = _step_of(config)
+        launcher = _module(step).gemm
+        if launcher.min_cc > cc:
+            raise ValueError(f"config is a {step}.Config, which needs sm_{launcher.min_cc}; this is sm_{cc}: pass "
+                             f"a {SM80}.Config, or None to let the dispatcher choose")
+        gemm_launch.traits(a, b, out, step=step, vector=launcher.vector, fp8=launcher.fp8)
+        return Choice(step, config, (*reasons, f"config is a {step}.Config: that step"))
+    try:
+        gemm_launch.traits(a, b, out, step="every vector step", vector=True, fp8=fp8)
+    except ValueError as exc:
+        if fp8:
+            raise ValueError(f"{exc}; or use torch._scaled_mm") from None
+        if fused:
+            raise ValueError(f"{str(exc).split('. Pad')[0]}. {ANY_SHAPE}, the step that takes any shape, stores "
+                             "a @ b only: pad the operands, or compute the epilogue with torch after "
+                             "torch.matmul(a, b)") from None
+        reason = f"no 16-byte vectors: {str(exc).split(';')[0]}; {ANY_SHAPE} loads scalars, any shape"
+        return Choice(ANY_SHAPE, _module(ANY_SHAPE).Config(), (*reasons, reason))
+    reasons.append("16-byte vectors fit every operand")
+    tuned = _tuned(a, b, out, cc)
+    if tuned is not None:
+        return tuned
+    if cc == 90:
+        count = _sms(a, sms)
+        tiles = math.ceil(a.shape[0] / COOPERATIVE_TILE[0]) * math.ceil(b.shape[1] / COOPERATIVE_TILE[1])
+        step = PINGPONG if tiles < count else COOPERATIVE
+        verdict = (f"{tiles} tiles of {COOPERATIVE_TILE[0]}×{COOPERATIVE_TILE[1]} < {count} SMs: pingpong's "
+                   "128×128 tiles keep more SMs busy" if step == PINGPONG else
+                   f"{tiles} tiles of {COOPERATIVE_TILE[0]}×{COOPERATIVE_TILE[1]} fill {count} SMs: the cooperative "
+                   "schedule")
+        module = _module(step)
+        return Choice(step, module.FP8_CONFIG if fp8 else module.Config(),
+                      (*reasons, "sm_90: the Hopper path (TMA, wgmma, warp specialization)", verdict))
+    where = "wgmma is sm_90a only, mma.sync runs on every arch from sm_80" if cc > 90 else "the SM80 path"
+    return Choice(SM80, _module(SM80).Config(), (*reasons, f"sm_{cc}: {where} (cp.async, ldmatrix, mma.sync)"))
+
+
+def _sms(a: Any, sms: int | None) -> int:
+    import torch
+
+    if sms is not None:
+        if isinstance(sms, bool) or not isinstance(sms, int) or sms < 1:
+            raise ValueError(f"sms={sms!r}: give the GPU's SM count, e.g. 132 for an H100 SXM or H200")
+        return sms
+    return torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else HOPPER_SMS
+
+
+def _tuned(a: Any, b: Any, out: Any, cc: int) -> Choice | None:
+    """The tuner's stored pick for this problem on this GPU, if any (only on a GPU: the cache is keyed by it)."""
+    if not a.is_cuda:
+        return None
+    from cutecourse import tuning as tune
+
+    entry = tune.lookup(a, b, out)
+    if entry is None or _module(entry["step"]).gemm.min_cc > cc:
+        return None
+    config = _module(entry["step"]).Config(**entry["config"])
+    return Choice(entry["step"], config, (f"sm_{cc}", f"tuned on this GPU: {entry['ms']:.4f} ms, "
+                                          f"{entry['ratio']:.3f}× torch.matmul ({tune.cache_file()})"), tuned=True)
+
+
+_plans: dict[tuple[Any, ...], Choice] = {}
+
+
+def gemm(a: Any, b: Any, out: Any = None, *, epilogue: Any = None, config: Any = None, alpha: float = 1.0,
+         beta: float = 0.0, c: Any = None, bias: Any = None, aux: Any = None) -> Any:
+    """``out = act(alpha · a @ b + beta · c + bias)`` (the plain product without `epilogue`) on the step `explain`
+    picks, and `out`. `out` defaults to a new (M, N) tensor of a's dtype (bfloat16 for fp8)."""
+    import torch
+
+    for name, t in (("a", a), ("b", b)):
+        if isinstance(t, torch.Tensor) and not t.is_cuda:
+            raise ValueError(f"{name} is on {t.device}; cutecourse.gemm runs on the GPU: {name} = {name}.cuda() "
+                             "(on a CPU, torch.matmul; cutecourse.gemm.explain(a, b, arch=90) says what a GPU "
+                             "would run)")
+    fused = epilogue is not None or c is not None or bias is not None or aux is not None or alpha != 1 or beta != 0
+    try:
+        key = (a.dtype, b.dtype, a.shape, b.shape, a.stride(), b.stride(), a.device, a.data_ptr() % 16,
+               b.data_ptr() % 16, None if out is None else (out.dtype, out.shape, out.stride(), out.device,
+                                                            out.data_ptr() % 16), fused, config)
+        hash(key)
+    except (AttributeError, TypeError):
+        key = None  # explain says what is wrong
+    choice = _plans.get(key) if key is not None else None
+    if choice is None:
+        choice = explain(a, b, out, epilogue=epilogue, config=config, fused=fused)
+        if key is not None:
+            if len(_plans) > 4096:
+                _plans.clear()
+            _plans[key] = choice
+    return _module(choice.step).gemm(a, b, out, choice.config, epilogue=epilogue, alpha=alpha, beta=beta, c=c,
+                                     bias=bias, aux=aux)
+
+
+gemm.explain = explain  # type: ignore[attr-defined]

@@ -1,0 +1,276 @@
+"""``cutecourse.tune``: search a GEMM step's Configs on this GPU, keep the fastest that is right, and remember it.
+
+The search space of a step is a few values for each Config field that matters (`SPACES`: the CTA tile, pipeline
+stages, the cluster, the raster group, the epilogue subtile). The product of them is the exhaustive sweep
+(``search="exhaustive"``). The default search is coordinate descent: it starts from the step's default Config and,
+one field at a time, times every value of that field with the others fixed, keeps the fastest, and passes over the
+fields again until a pass changes nothing. A pass compiles at most the sum of the fields' sizes (9 for step 9's
+space) instead of their product (24), and finds the best where the fields' effects are nearly separable: how close
+it comes on the H200 is in benchmarks/RESULTS.md (the two searches of the same space, side by side).
+
+Every candidate runs once into a NaN-filled output and is checked against float64 torch (`cutecourse.bench.checked`);
+a wrong or refused Config is skipped and reported. The candidates of a field are timed together, with torch.matmul,
+in `cutecourse.bench.settled_rounds` (settled and interleaved: the H200's clock follows its power draw).
+
+The pick is stored in a JSON cache (`cache_file()`: ``$CUTECOURSE_CACHE/tune.json``, by default
+``~/.cache/cutecourse/tune.json``), keyed by the GPU, its driver, the DSL version and the problem (dtypes, M, N, K,
+majors); `cutecourse.gemm` uses it for that problem on that GPU.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import warnings
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from cutecourse.kernels import GEMM_STEPS
+
+#: step -> {Config field (or "f1,f2" for fields that move together): the values searched}.
+#: Small enough that the exhaustive sweep of a space (the product: 24 Configs) runs in minutes, so that the two
+#: searches can be compared on a GPU (benchmarks/tune.py).
+SPACES: dict[str, dict[str, tuple[Any, ...]]] = {
+    "gemm05_swizzle": {"tile_m,warps_m": ((128, 2), (256, 4)), "stages": (3, 4), "raster": (1, 8, 16),
+                       "tile_k": (32, 64)},
+    "gemm09_multicast": {"tile_m,tile_n": ((128, 256), (256, 128)), "cluster_m,cluster_n": ((2, 1), (1, 2), (1, 1)),
+                         "group_m": (4, 8), "epi_n": (32, 64)},
+    "gemm10_pingpong": {"tile_m,tile_n": ((128, 128), (64, 256)), "cluster_m,cluster_n": ((2, 1), (1, 2), (1, 1)),
+                        "group_m": (4, 8), "epi_n": (32, 64)},
+}
+SEARCHES = ("coordinate", "exhaustive")
+
+
+def cache_file() -> Path:
+    """Where tuned picks are stored: ``$CUTECOURSE_CACHE/tune.json``, else ``~/.cache/cutecourse/tune.json``."""
+    root = os.environ.get("CUTECOURSE_CACHE") or Path.home() / ".cache" / "cutecourse"
+    return Path(root) / "tune.json"
+
+
+_driver: dict[int, str] = {}
+
+
+def gpu_identity(device: Any) -> str:
+    """The GPU, its driver and the DSL version, as the cache keys them ("NVIDIA H200|580.159.04|4.8.1")."""
+    import importlib.metadata
+
+    import torch
+
+    index = torch.device(device).index or 0
+    if index not in _driver:
+        smi = shutil.which("nvidia-smi")
+        version = ""
+        if smi:
+            done = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader", f"--id={index}"],
+                                  capture_output=True, text=True, timeout=30)
+            version = done.stdout.strip() if done.returncode == 0 else ""
+        _driver[index] = version or f"cuda-driver-api-{torch._C._cuda_getDriverVersion()}"
+    return "|".join((torch.cuda.get_device_name(index), _driver[index],
+                     importlib.metadata.version("nvidia-cutlass-dsl")))
+
+
+def problem_key(identity: str, a: Any, b: Any, out: Any) -> str:
+    """The cache key of ``out = a @ b`` on the GPU `identity`: dtypes, M×N×K and the majors."""
+    from cutecourse.kernels import gemm_launch
+
+    ops = gemm_launch.traits(a, b, out, step="cutecourse.tune", vector=False,
+                             fp8=a.dtype.is_floating_point and a.element_size() == 1)
+    (m, k), n = a.shape, b.shape[1]
+    return f"{identity}|{ops.ab}->{ops.c}|{m}x{n}x{k}|{ops.a_major}{ops.b_major}"
+
+
+def _load() -> dict[str, Any]:
+    path = cache_file()
+    if not path.exists():
+        return {}
+    try:
+        entries = json.loads(path.read_text())
+        if not isinstance(entries, dict):
+            raise ValueError("not a JSON object")
+        return entries
+    except (OSError, ValueError) as exc:
+        warnings.warn(f"the tuning cache {path} is unreadable ({exc}); it is ignored. Delete it (rm {path}) and "
+                      "tune again", stacklevel=3)
+        return {}
+
+
+def lookup(a: Any, b: Any, out: Any) -> dict[str, Any] | None:
+    """The stored pick for ``out = a @ b`` on a's GPU: {"step", "config" (its fields), "ms", "ratio"}, or None."""
+    entry = _load().get(problem_key(gpu_identity(a.device), a, b, out))
+    if not isinstance(entry, dict) or entry.get("step") not in GEMM_STEPS:
+        return None
+    config_type = importlib.import_module(f"cutecourse.kernels.{entry['step']}").Config
+    try:
+        config_type(**entry["config"])
+    except (TypeError, ValueError):  # stored by another version of the step: not this step's Config any more
+        return None
+    return entry
+
+
+def store(key: str, entry: dict[str, Any]) -> None:
+    """Keep `entry` for `key` unless the cache holds a faster pick for it (another step tuned on the same problem)."""
+    entries = _load()
+    if key in entries and isinstance(entries[key], dict) and entries[key].get("ms", float("inf")) <= entry["ms"]:
+        return
+    entries[key] = entry
+    path = cache_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(entries, indent=1, sort_keys=True) + "\n")
+    temporary.replace(path)  # atomic: a reader never sees half a file
+
+
+@dataclass
+class Tuned:
+    """What `tune` found: the step, its fastest right Config and its ms, torch.matmul's ms in the same rounds, every
+    Config timed (ms, None where it failed or was refused), and the cache key it was stored under."""
+
+    step: str
+    best: Any
+    ms: float
+    baseline_ms: float
+    timed: list[tuple[Any, float | None]] = field(default_factory=list)
+    key: str = ""
+
+    @property
+    def ratio(self) -> float:
+        return self.baseline_ms / self.ms
+
+    def __str__(self) -> str:
+        right = sorted((t for t in self.timed if t[1] is not None), key=lambda t: t[1])
+        lines = [f"{self.step}: {len(self.timed)} configs tried, {len(right)} right; best {self.ms:.4f} ms, "
+                 f"{self.ratio:.3f}× torch.matmul ({self.baseline_ms:.4f} ms)"]
+        lines += [f"  {ms:.4f} ms  {changes(self.step, config) or 'default'}" for config, ms in right[:5]]
+        return "\n".join(lines)
+
+
+def changes(step: str, config: Any) -> str:
+    """`config`'s fields that differ from `step`'s default, as "tile_n=128,group_m=4"."""
+    default = importlib.import_module(f"cutecourse.kernels.{step}").Config()
+    return ",".join(f"{k}={v}" for k, v in asdict(config).items() if getattr(default, k) != v)
+
+
+def candidates(step: str, space: dict[str, tuple[Any, ...]], base: Any, fields: list[str]) -> list[Any]:
+    """Configs of `step` that set each of `fields` to each of its values in `space` (their product), the other fields
+    as in `base`; combinations the Config refuses are left out."""
+    out = []
+    for values in itertools.product(*(space[f] for f in fields)):
+        changes_: dict[str, Any] = {}
+        for names, value in zip(fields, values):
+            parts = names.split(",")
+            changes_.update(zip(parts, value if len(parts) > 1 else (value,)))
+        try:
+            out.append(replace(base, **changes_))
+        except ValueError:  # e.g. a tile with more accumulators than a thread holds
+            continue
+    return list(dict.fromkeys(out))
+
+
+def fastest(configs: list[Any], time: Callable[[list[Any]], dict[Any, float | None]]) -> Any:
+    """The fastest right Config of `configs` (None if none ran right); `time(configs)` times them in the same rounds
+    and returns the ms of every Config timed so far (None: wrong or refused)."""
+    ms = time(configs)
+    right = [config for config in configs if ms.get(config) is not None]
+    return min(right, key=lambda config: ms[config]) if right else None
+
+
+def coordinate(space: dict[str, tuple[Any, ...]], start: Any, step: str,
+               time: Callable[[list[Any]], dict[Any, float | None]]) -> Any:
+    """Coordinate descent from `start` (this module's docstring): for each field of `space` in turn, the fastest of
+    its values with the other fields as the best so far; passes over the fields until one changes nothing."""
+    best = fastest([start], time) or start
+    for _ in range(len(space)):  # passes; each one that changes something needs another
+        before = best
+        for names in space:
+            best = fastest([best, *candidates(step, space, best, [names])], time) or best
+        if best == before:
+            break
+    return best
+
+
+def tune(shape: tuple[int, int, int], dtype: str = "bfloat16", *, step: str | None = None,
+         space: dict[str, tuple[Any, ...]] | None = None, majors: tuple[str, str] = ("k", "k"),
+         search: str = "coordinate", rounds: int = 3, settle_ms: float = 300.0, cache: bool = True,
+         say: Callable[[str], object] | None = None) -> Tuned:
+    """Tune ``a @ b`` of `shape` (M, N, K) in `dtype` on this GPU: the step `cutecourse.gemm` would run (or `step`),
+    over `space` (default `SPACES[step]`), by `search` ("coordinate" or "exhaustive"); store the pick when `cache`.
+    A tqdm bar counts the Configs compiled and checked; `say` gets one line per Config (default: the bar's write)."""
+    import torch
+    from tqdm import tqdm
+
+    from cutecourse import bench, dispatch
+
+    if (not isinstance(shape, (tuple, list)) or len(shape) != 3
+            or not all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in shape)):
+        raise ValueError(f"shape={shape!r}: give (M, N, K), three positive ints, e.g. (4096, 4096, 4096)")
+    if dtype not in ("float16", "bfloat16"):
+        raise ValueError(f"dtype={dtype!r}: the tuner times float16 or bfloat16 GEMMs")
+    if search not in SEARCHES:
+        raise ValueError(f"search={search!r}: pick one of {', '.join(SEARCHES)}")
+    if not torch.cuda.is_available():
+        raise ValueError("tuning times kernels on a GPU and none is visible here: run it on a machine with an sm_80+ "
+                         "GPU (nvidia-smi lists it), e.g. Colab with a GPU runtime")
+    m, n, k = shape
+    a, b, c = bench.operands(m, n, k, dtype, majors=majors)
+    step = step or dispatch.explain(a, b, c).step
+    if step not in SPACES:
+        raise ValueError(f"step={step!r}: the tuner searches {', '.join(SPACES)}; pass one of them")
+    space = SPACES[step] if space is None else space
+    unknown = [f for names in space for f in names.split(",") if f not in
+               importlib.import_module(f"cutecourse.kernels.{step}").Config.__dataclass_fields__]
+    if unknown:
+        raise ValueError(f"space names {', '.join(unknown)}, which {step}.Config does not have")
+    launcher = importlib.import_module(f"cutecourse.kernels.{step}").gemm
+    default = launcher.default
+    timed: dict[Any, float | None] = {}
+    baseline: list[float] = []
+    progress = tqdm(desc=f"tuning {step} {m}x{n}x{k} {dtype}", unit="config")
+    say = say or progress.write
+    clocks = bench.Clocks()
+
+    def time_all(configs: list[Any]) -> dict[Any, float | None]:
+        # Every Config asked for is timed again in these rounds, the incumbent too: only times from the same rounds
+        # compare (the clock drifts with the power draw between rounds).
+        kernels = {"torch.matmul": lambda i: torch.matmul(a, b, out=c)}
+        for config in dict.fromkeys(configs):
+            if config in timed and timed[config] is None:
+                continue  # wrong or refused: once is enough
+            if config not in timed:
+                progress.update()
+            try:
+                kernels[config] = bench.checked(f"{step}({changes(step, config) or 'default'})", launcher, config,
+                                                a, b, c, say=say)
+            except (bench.WrongResult, ValueError) as exc:  # wrong, or refused by the launcher's checks
+                say(f"skipped: {exc}")
+                timed[config] = None
+        if len(kernels) > 1:
+            times, power = bench.settled_rounds(kernels, rounds, settle_ms, clocks)
+            result = bench.summary(times, power, 2 * m * n * k)
+            baseline.append(result.pop("torch.matmul")["ms"])
+            timed.update({config: r["ms"] for config, r in result.items()})
+        return timed
+
+    try:
+        every = candidates(step, space, default, list(space))
+        progress.total = len(every) if search == "exhaustive" else None
+        best = (fastest(every, time_all) if search == "exhaustive" else coordinate(space, default, step, time_all))
+    finally:
+        progress.close()
+        clocks.close()
+    if best is None or timed.get(best) is None:
+        raise ValueError(f"no Config of {step} in the space ran right on {m}x{n}x{k} {dtype}: see the lines above")
+    baseline_ms = sorted(baseline)[len(baseline) // 2]
+    key = problem_key(gpu_identity(a.device), a, b, c)
+    result = Tuned(step, best, timed[best], baseline_ms, list(timed.items()), key)
+    if cache:
+        store(key, {"step": step, "config": asdict(best), "ms": result.ms, "ratio": result.ratio,
+                    "search": search, "tried": len(timed)})
+        dispatch._plans.clear()  # the dispatcher's remembered choices predate this pick
+    return result
+

@@ -1,0 +1,68 @@
+"""cutecourse.tune and `cutecourse bench gemm` on the GPU: a small search stores its pick, which cutecourse.gemm then
+runs (and says so); the profiler times our steps, the dispatcher's pick and torch.matmul and writes CSV; under Nsight
+Compute it prints each kernel's key metrics."""
+
+import csv
+import shutil
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import cutecourse  # noqa: E402
+from cutecourse import cli, dispatch, tuning  # noqa: E402
+from cutecourse.kernels import gemm_launch  # noqa: E402
+
+pytestmark = pytest.mark.gpu(80)
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUTECOURSE_CACHE", str(tmp_path))
+    dispatch._plans.clear()
+    yield tmp_path / "tune.json"
+    dispatch._plans.clear()
+
+
+def test_a_tuned_pick_is_stored_and_the_dispatcher_runs_it():
+    major, minor = torch.cuda.get_device_capability()
+    step = "gemm10_pingpong" if major * 10 + minor == 90 else "gemm05_swizzle"
+    space = {"group_m": (4, 8), "epi_n": (32, 64)} if step == "gemm10_pingpong" else {"raster": (1, 8)}
+    lines = []
+    tuned = tuning.tune((1024, 1536, 512), "bfloat16", step=step, space=space, rounds=1, settle_ms=20,
+                        say=lines.append)
+    assert tuned.step == step and tuned.ms > 0 and tuned.baseline_ms > 0
+    assert tuned.best in dict(tuned.timed) and dict(tuned.timed)[tuned.best] == tuned.ms
+    assert sum(line.startswith(f"{step}(") for line in lines) >= len(tuned.timed)  # each one checked first
+    assert str(tuned).startswith(f"{step}: {len(tuned.timed)} configs tried")
+    a = torch.randn(1024, 512, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(1536, 512, device="cuda", dtype=torch.bfloat16).t()
+    out = torch.full((1024, 1536), float("nan"), device="cuda", dtype=torch.bfloat16)
+    choice = cutecourse.gemm.explain(a, b, out)
+    assert choice.tuned and choice.step == step and choice.config == tuned.best, choice
+    assert "tuned on this GPU" in str(choice)
+    cutecourse.gemm(a, b, out)
+    assert gemm_launch.within_bounds(out, a, b) is None
+
+
+def test_the_profiler_times_steps_the_dispatcher_and_torch_and_writes_csv(tmp_path, capsys):
+    path = tmp_path / "bench.csv"
+    argv = ["bench", "gemm", "--m", "1024", "--n", "1024", "--k", "1024", "--kernels", "torch", "dispatch", "2",
+            "--rounds", "1", "--settle-ms", "20", "--data", "integers", "--csv", str(path)]
+    assert cli.main(argv) == 0
+    rows = list(csv.DictReader(path.open()))
+    assert [r["kernel"] for r in rows] == ["torch.matmul", "cutecourse.gemm", "gemm02_smem"]
+    assert all(r["data"] == "integers" and float(r["ms"]) > 0 for r in rows)
+    assert "| bfloat16 | integers | 1024×1024×1024 | cutecourse.gemm |" in capsys.readouterr().out
+
+
+def test_under_nsight_compute_it_prints_each_kernels_metrics(capsys):
+    if shutil.which("ncu") is None:
+        pytest.skip("not run: ncu (Nsight Compute) is not installed here")
+    argv = ["bench", "gemm", "--m", "2048", "--n", "2048", "--k", "2048", "--kernels", "torch", "dispatch", "--ncu"]
+    code = cli.main(argv)
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    table = [line for line in out.splitlines() if line.startswith("| ")]
+    assert table[0].startswith("| kernel | ncu kernel | duration (µs)") and len(table) == 4, out
+    assert "torch.matmul" in table[2] and "cutecourse.gemm" in table[3]
