@@ -19,7 +19,7 @@ METRICS: dict[str, tuple[str, ...]] = {
     "duration (µs)": ("gpu__time_duration.sum",),
     "SM clock (MHz)": ("sm__cycles_elapsed.avg.per_second",),
     "SM throughput %": ("sm__throughput.avg.pct_of_peak_sustained_elapsed",),
-    "tensor pipe %": ("sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
+    "tensor pipe %": ("sm__pipe_tensor_op_hmma_type_hmma_hgmma_qgmma_cycles_active.avg.pct_of_peak_sustained_active",
                       "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
                       "sm__inst_executed_pipe_tensor_op_hmma.avg.pct_of_peak_sustained_active"),
     "DRAM %": ("dram__throughput.avg.pct_of_peak_sustained_elapsed",),
@@ -68,9 +68,9 @@ def parse(text: str, metrics: dict[str, str]) -> list[dict[str, Any]]:
         return []
     rows = list(csv.reader(io.StringIO("\n".join(lines[start:]))))
     header, units, data = rows[0], rows[1], rows[2:]
-    scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "hz": 1e-6, "khz": 1e-3, "mhz": 1.0, "ghz": 1e3,
-             "byte": 1e-6, "kbyte": 1e-3, "mbyte": 1.0, "gbyte": 1e3, "cycle/nsecond": 1e3, "cycle/usecond": 1.0,
-             "cycle/second": 1e-6}
+    scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3, "second": 1e6,
+             "s": 1e6, "hz": 1e-6, "khz": 1e-3, "mhz": 1.0, "ghz": 1e3, "byte": 1e-6, "kbyte": 1e-3, "mbyte": 1.0,
+             "gbyte": 1e3, "cycle/nsecond": 1e3, "cycle/usecond": 1.0, "cycle/second": 1e-6}
     out = []
     for row in data:
         if len(row) != len(header):

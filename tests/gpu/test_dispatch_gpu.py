@@ -2,6 +2,7 @@
 majors, outputs poisoned) the dispatched result matches float64 torch and the step that ran is the one `explain`
 names; the SM80 path's choice runs right on a Hopper GPU too; fused epilogues and fp8 go through the dispatcher."""
 
+import functools
 import math
 import random
 
@@ -32,6 +33,7 @@ def ran(monkeypatch):
         module = dispatch._module(step)
         launcher = module.gemm
 
+        @functools.wraps(launcher)  # keeps its attributes (min_cc, vector, ...), which explain reads
         def spy(*args, _step=step, _launcher=launcher, **kwargs):
             calls.append(_step)
             return _launcher(*args, **kwargs)
