@@ -128,11 +128,12 @@ def explain(a: Any, b: Any, out: Any = None, *, epilogue: Any = None, config: An
     except ValueError as exc:
         if fp8:
             raise ValueError(f"{exc}; or use torch._scaled_mm") from None
+        why = str(exc).split(":")[0]  # the condition that failed, without the way out
         if fused:
-            raise ValueError(f"{str(exc).split('. Pad')[0]}. {ANY_SHAPE}, the step that takes any shape, stores "
-                             "a @ b only: pad the operands, or compute the epilogue with torch after "
+            raise ValueError(f"{why}: every vector step moves 16-byte vectors, and {ANY_SHAPE}, which does not, "
+                             "stores a @ b only. Pad the operands, or compute the epilogue with torch after "
                              "torch.matmul(a, b)") from None
-        reason = f"no 16-byte vectors: {str(exc).split(';')[0]}; {ANY_SHAPE} loads scalars, any shape"
+        reason = f"no 16-byte vectors: {why}; {ANY_SHAPE} loads scalars, any shape and alignment"
         return Choice(ANY_SHAPE, _module(ANY_SHAPE).Config(), (*reasons, reason))
     reasons.append("16-byte vectors fit every operand")
     tuned = _tuned(a, b, out, cc)

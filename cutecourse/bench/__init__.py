@@ -8,11 +8,11 @@ profiler (``cutecourse bench gemm``) and the tuner (`cutecourse.tune`) time kern
 * the rounds interleave the kernels, the odd rounds in the reverse order.
 
 Both are there because the H200 is power-limited on random data and its clock follows the power draw over hundreds
-of milliseconds: a kernel timed right after a lighter one borrows its clocks (unsettled, one step measured 1.11× and
-0.87× at 8192³ in two runs; `benchmarks/gemm_clocks.py` shows torch.matmul 3-5% faster in its first 100 ms after
-the one-warpgroup wgmma step than once settled), so no kernel should always follow the same one. The SM clock and
-board power while each kernel ran come from :class:`Clocks` (nvidia-smi): at the power limit, a kernel that moves
-more data runs at a lower clock.
+of milliseconds: a kernel timed right after a lighter one borrows its clocks. Unsettled, one step measured 1.113×
+and 0.914× of torch.matmul in bf16 at 8192³ in two runs (1.106× and 0.863× in fp16), and `benchmarks/gemm_clocks.py`
+shows torch.matmul 3-5% faster in its first 100 ms after the one-warpgroup wgmma step than once settled; so no
+kernel should always follow the same one. The SM clock and board power while each kernel ran come from
+:class:`Clocks` (nvidia-smi): at the power limit, a kernel that moves more data runs at a lower clock.
 """
 
 from __future__ import annotations

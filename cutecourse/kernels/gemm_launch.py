@@ -121,12 +121,16 @@ def traits(a: Any, b: Any, c: Any, *, step: str, vector: bool, fp8: bool = False
         extents = (("a", a, lead[a_major], a_major.upper(), elems), ("b", b, lead[b_major], b_major.upper(), elems),
                    ("c", c, n, "N", 16 // c.element_size()))
         for name, t, extent, what, per in extents:
-            if extent % per or t.data_ptr() % 16:
+            if extent % per:
                 raise ValueError(
-                    f"{name}'s contiguous extent is {what}={extent} and its address is {t.data_ptr() % 16} bytes past "
-                    f"16-byte alignment; {step} moves 16-byte vectors, so {what} must be a multiple of {per} and "
-                    f"{name} 16-byte aligned. Pad {what} (torch.nn.functional.pad) or use {ANY_SHAPE_STEP}, which "
-                    "takes any shape")
+                    f"{name}'s contiguous extent is {what}={extent} elements, not a multiple of {per} elements: the "
+                    f"16-byte vector {step} moves. Pad {what} (torch.nn.functional.pad) or use {ANY_SHAPE_STEP}, "
+                    "which takes any shape")
+            if t.data_ptr() % 16:
+                raise ValueError(
+                    f"{name} starts {t.data_ptr() % 16} bytes past a 16-byte boundary: {step} moves 16-byte vectors, "
+                    f"which must be aligned. Pass {name}.clone() (torch allocates aligned) or use {ANY_SHAPE_STEP}, "
+                    "which takes any alignment")
     return Operands(launch.dtype_name(a), launch.dtype_name(c), a_major, b_major, elems if vector else 1)
 
 

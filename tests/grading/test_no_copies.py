@@ -257,6 +257,40 @@ def bias_fragment(tv_layout_c, tile_m, tile_n, bias_mode):
     return Layout((tile_m, tile_n), (0, 1) if bias_mode == "n" else (1, 0)), 2
 """),
     },
+    "08_dispatch_profiling": {
+        # section 2 prints step 8's _tile_coord: groups of tile rows, column by column (group_n taken for group_m)
+        "8.1": (["per_group = group_m * tiles_n", "first_m = (work // per_group) * group_m",
+                 "return first_m + r % rows, r // rows"], """
+def raster(work, tiles_m, tiles_n, group_n):
+    per_group = group_n * tiles_n
+    first_m = (work // per_group) * group_n
+    rows = min(tiles_m - first_m, group_n)
+    r = work % per_group
+    return first_m + r % rows, r // rows
+"""),
+        # section 3: step 9's 2 x 1 clusters on the H200, the balanced grid, for any cluster
+        "8.2": (["pairs = tiles // 2", "fit = sms // 2", "rounds = math.ceil(pairs / fit)",
+                 "math.ceil(pairs / rounds)"], """
+import math
+def persistent_grid(m, n, tile_m, tile_n, sms, cluster_m, cluster_n, max_clusters=None):
+    tiles = math.ceil(m / tile_m) * math.ceil(n / tile_n)
+    pairs = tiles // (cluster_m * cluster_n)
+    fit = sms // (cluster_m * cluster_n)
+    rounds = math.ceil(pairs / fit)
+    clusters = math.ceil(pairs / rounds)
+    return clusters, rounds, tiles / (rounds * clusters * cluster_m * cluster_n)
+"""),
+        # section 4: the package's dispatcher on CPU stand-ins of the operands
+        "8.3": (["cutecourse.gemm.explain(a, b, arch=arch)"], """
+import torch
+import cutecourse
+def choose(arch, shape, majors, alignment, dtype):
+    m, n, k = shape
+    a = torch.empty(m, k, dtype=getattr(torch, dtype))
+    b = torch.empty(k, n, dtype=getattr(torch, dtype))
+    return cutecourse.gemm.explain(a, b, arch=arch).step, 16 // a.element_size()
+"""),
+    },
 }
 
 
@@ -288,6 +322,7 @@ def test_every_lesson_has_printed_code_or_says_why():
     submits step 7's own stage count); 6.4 and 6.5, the kernels: test_l06_cp_async and test_l06_tma_pipeline submit
     the package's steps 4 and 6 as those answers, and they fail the PTX checks; 7.3 and 7.4, the kernels:
     test_l07_fused_epilogue submits the lesson's worked example and step 5's epilogue as those answers, and they fail
-    the PTX checks."""
+    the PTX checks; 8.4, whose speed-of-light rule the lesson states in prose only (test_lesson_08 submits the rule
+    without its 60 % line)."""
     assert sorted(PRINTED) == LESSONS
 

@@ -74,13 +74,15 @@ def test_without_16_byte_vectors_step_2_takes_any_shape(shape, majors):
 def test_a_misaligned_base_rules_out_vectors_too():
     a = torch.empty(64 * 64 + 1, dtype=torch.float16)[1:].view(64, 64)  # 2 bytes past alignment
     b = torch.empty(64, 64, dtype=torch.float16)
-    assert explain(a, b, arch=90).step == "gemm02_smem"
+    choice = explain(a, b, arch=90)
+    assert choice.step == "gemm02_smem" and "a starts 2 bytes past a 16-byte boundary; gemm02_smem" in str(choice)
 
 
 def test_an_epilogue_that_no_fusing_step_can_take_is_refused_naming_the_way_out():
     a, b = ops(512, 512, 511)
-    with pytest.raises(ValueError, match=r"K must be a multiple of 8.*gemm02_smem, the step that takes any shape, "
-                                         r"stores a @ b only.*torch.matmul\(a, b\)"):
+    with pytest.raises(ValueError, match=r"^a's contiguous extent is K=511 elements, not a multiple of 8 elements: every vector "
+                                         r"step moves 16-byte vectors, and gemm02_smem, which does not, stores a @ b "
+                                         r"only.*torch.matmul\(a, b\)"):
         explain(a, b, epilogue=epilogue.Epilogue("relu"), arch=90)
     assert explain(*ops(512, 512, 512), epilogue=epilogue.Epilogue("relu"), arch=90).step == "gemm10_pingpong"
 
@@ -117,7 +119,7 @@ def test_a_config_names_its_step_and_is_checked_against_the_arch():
         explain(a, b, arch=80, config=gemm09_multicast.Config())
     with pytest.raises(ValueError, match=r"config=\{'tile_n': 128\}: pass a GEMM step's Config"):
         explain(a, b, arch=90, config={"tile_n": 128})
-    with pytest.raises(ValueError, match=r"K must be a multiple of 8"):  # the step asked for cannot take it
+    with pytest.raises(ValueError, match=r"K=60 elements, not a multiple of 8 elements"):  # the step asked cannot take it
         explain(*ops(64, 64, 60), arch=90, config=gemm09_multicast.Config())
 
 
