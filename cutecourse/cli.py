@@ -112,17 +112,17 @@ def _bench(args: argparse.Namespace) -> int:
         print("cutecourse bench gemm needs torch: pip install torch (with CUDA), on a machine with a GPU",
               file=sys.stderr)
         return 2
-    if not torch.cuda.is_available():
-        print("cutecourse bench gemm times kernels on a GPU and none is visible here: run it where nvidia-smi lists "
-              "an sm_80+ GPU (Colab with a GPU runtime, a Modal H100: see README, 'Running on a GPU')",
-              file=sys.stderr)
-        return 2
     from cutecourse import bench
 
-    try:
+    try:  # the kernels named first: a misspelt one is said on any machine
         launches = _launches(args.kernels)
     except SystemExit as exc:
         print(f"cutecourse bench gemm: {exc}", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("cutecourse bench gemm times kernels on a GPU and none is visible here: run it where nvidia-smi lists "
+              "an sm_80+ GPU (Colab with a GPU runtime, a Modal H100: README, 'Where to run it')",
+              file=sys.stderr)
         return 2
     if args.once:
         return _launch_once(args, launches)
@@ -149,7 +149,8 @@ def _launches(specs: list[str]) -> dict[str, tuple]:
             continue
         number = spec.partition(":")[0]
         if not number.isdigit():
-            raise SystemExit(f"--kernels {spec!r}: give torch, dispatch, a step (1-10) or STEP:FIELD=VALUE,...")
+            raise SystemExit(f"--kernels {spec!r}: give torch, dispatch, a step (1-10) or STEP:FIELD=VALUE,... "
+                             "(e.g. 9:epi_n=64)")
         launches.update(bench.kernels_to_time([], [spec]) if ":" in spec else bench.kernels_to_time([int(number)],
                                                                                                       []))
     return launches

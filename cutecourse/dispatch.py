@@ -13,13 +13,15 @@ The rules, in order (lesson 8 explains each; `Choice.reasons` names the ones tha
 4. sm_90 (H100, H200) runs the Hopper path: step 10 (pingpong) where the problem has fewer tiles of step 9's
    128 × 256 than the GPU has SMs, since its 128 × 128 tiles keep twice as many SMs busy; else step 9 (cooperative,
    clusters, multicast), the faster one on full waves (benchmarks/RESULTS.md: 0.98-1.03× torch.matmul against
-   0.96-0.98× at 4096³ and 8192³).
+   0.96-1.00× at 4096³ and 8192³). The small-problem half is a model: small problems have not been timed yet, and
+   rule 6 is how a measurement overrides it.
 5. Other archs from sm_80 (sm_80/86/89, and sm_100/120, where mma.sync still runs but wgmma does not: it is sm_90a
    only) run step 5 (`gemm05_swizzle`), the SM80 path.
 6. Where `cutecourse.tune` has stored a config for this GPU, driver, DSL version and problem, that config (and its
    step) is used instead: measured beats modelled.
 
-``explain`` needs no GPU: on CPU tensors give ``arch=`` (90, 80, ...) and, for the Hopper rule, ``sms=``.
+A K that is no multiple of the chosen step's k-tile needs no other step: every step zero-fills its last, partial
+k-tile, and the choice's reasons say so. ``explain`` needs no GPU: on CPU tensors give ``arch=`` (90, 80, ...) and, for the Hopper rule, ``sms=``.
 """
 
 from __future__ import annotations
@@ -148,10 +150,21 @@ def explain(a: Any, b: Any, out: Any = None, *, epilogue: Any = None, config: An
                    f"{tiles} tiles of {COOPERATIVE_TILE[0]}×{COOPERATIVE_TILE[1]} fill {count} SMs: the cooperative "
                    "schedule")
         module = _module(step)
-        return Choice(step, module.FP8_CONFIG if fp8 else module.Config(),
-                      (*reasons, "sm_90: the Hopper path (TMA, wgmma, warp specialization)", verdict))
+        config = module.FP8_CONFIG if fp8 else module.Config()
+        return Choice(step, config, (*reasons, "sm_90: the Hopper path (TMA, wgmma, warp specialization)", verdict,
+                                     *_k_tail(a.shape[1], config)))
     where = "wgmma is sm_90a only, mma.sync runs on every arch from sm_80" if cc > 90 else "the SM80 path"
-    return Choice(SM80, _module(SM80).Config(), (*reasons, f"sm_{cc}: {where} (cp.async, ldmatrix, mma.sync)"))
+    config = _module(SM80).Config()
+    return Choice(SM80, config, (*reasons, f"sm_{cc}: {where} (cp.async, ldmatrix, mma.sync)", *_k_tail(a.shape[1],
+                                                                                                          config)))
+
+
+def _k_tail(k: int, config: Any) -> tuple[str, ...]:
+    """The reason a K tail adds, if any: the step takes it as it is."""
+    if k % config.tile_k == 0:
+        return ()
+    return (f"K={k} = {k // config.tile_k} × {config.tile_k} + {k % config.tile_k}: the last k-tile is partial, and "
+            "the step fills the rest of it with zeros",)
 
 
 def _sms(a: Any, sms: int | None) -> int:

@@ -114,9 +114,13 @@ def lookup(a: Any, b: Any, out: Any) -> dict[str, Any] | None:
 
 
 def store(key: str, entry: dict[str, Any]) -> None:
-    """Keep `entry` for `key` unless the cache holds a faster pick for it (another step tuned on the same problem)."""
+    """Store `entry` for `key`. A new tune of the same step replaces the old pick (the kernel, the clocks or the data
+    may have changed since); a pick of another step stays if it was further ahead of torch.matmul, each ratio taken
+    against torch.matmul in its own rounds (times from different runs do not compare)."""
     entries = _load()
-    if key in entries and isinstance(entries[key], dict) and entries[key].get("ms", float("inf")) <= entry["ms"]:
+    old = entries.get(key)
+    if (isinstance(old, dict) and old.get("step") != entry["step"]
+            and old.get("ratio", 0.0) >= entry["ratio"]):
         return
     entries[key] = entry
     path = cache_file()
@@ -128,8 +132,9 @@ def store(key: str, entry: dict[str, Any]) -> None:
 
 @dataclass
 class Tuned:
-    """What `tune` found: the step, its fastest right Config and its ms, torch.matmul's ms in the same rounds, every
-    Config timed (ms, None where it failed or was refused), and the cache key it was stored under."""
+    """What `tune` found: the step, its fastest right Config and its ms, torch.matmul's ms in the rounds where that
+    Config was last timed, every Config timed (ms, None where it failed or was refused), and the cache key it was
+    stored under."""
 
     step: str
     best: Any
@@ -229,7 +234,7 @@ def tune(shape: tuple[int, int, int], dtype: str = "bfloat16", *, step: str | No
     launcher = importlib.import_module(f"cutecourse.kernels.{step}").gemm
     default = launcher.default
     timed: dict[Any, float | None] = {}
-    baseline: list[float] = []
+    baseline: dict[Any, float] = {}  # Config -> torch.matmul's ms in the rounds where it was last timed
     progress = tqdm(desc=f"tuning {step} {m}x{n}x{k} {dtype}", unit="config")
     say = say or progress.write
     clocks = bench.Clocks()
@@ -252,8 +257,9 @@ def tune(shape: tuple[int, int, int], dtype: str = "bfloat16", *, step: str | No
         if len(kernels) > 1:
             times, power = bench.settled_rounds(kernels, rounds, settle_ms, clocks)
             result = bench.summary(times, power, 2 * m * n * k)
-            baseline.append(result.pop("torch.matmul")["ms"])
+            matmul = result.pop("torch.matmul")["ms"]
             timed.update({config: r["ms"] for config, r in result.items()})
+            baseline.update({config: matmul for config in result})
         return timed
 
     try:
@@ -265,9 +271,8 @@ def tune(shape: tuple[int, int, int], dtype: str = "bfloat16", *, step: str | No
         clocks.close()
     if best is None or timed.get(best) is None:
         raise ValueError(f"no Config of {step} in the space ran right on {m}x{n}x{k} {dtype}: see the lines above")
-    baseline_ms = sorted(baseline)[len(baseline) // 2]
     key = problem_key(gpu_identity(a.device), a, b, c)
-    result = Tuned(step, best, timed[best], baseline_ms, list(timed.items()), key)
+    result = Tuned(step, best, timed[best], baseline[best], list(timed.items()), key)
     if cache:
         store(key, {"step": step, "config": asdict(best), "ms": result.ms, "ratio": result.ratio,
                     "search": search, "tried": len(timed)})

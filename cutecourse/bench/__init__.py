@@ -114,6 +114,9 @@ class Clocks:
 
 def kernels_to_time(steps: list[int], variants: list[str]) -> dict[str, tuple]:
     """{name: (launcher, Config)} for the steps' default Configs and the `--variants` ("9:epi_n=64,stages=3")."""
+    for number in steps:
+        if not 1 <= number <= len(GEMM_STEPS):
+            raise SystemExit(f"step {number}: the GEMM steps are 1-{len(GEMM_STEPS)}")
     specs = [(number, "") for number in steps]
     for spec in variants:
         number, _, fields = spec.partition(":")
@@ -127,8 +130,12 @@ def kernels_to_time(steps: list[int], variants: list[str]) -> dict[str, tuple]:
         module = importlib.import_module(f"cutecourse.kernels.{GEMM_STEPS[number - 1]}")
         changes = dict(f.split("=") for f in fields.split(",")) if fields else {}
         name = f"{GEMM_STEPS[number - 1]}({fields})" if fields else GEMM_STEPS[number - 1]
-        launches[name] = (module.gemm, module.Config(**{key: int(value) if value.isdigit() else value
-                                                       for key, value in changes.items()}))
+        try:
+            config = module.Config(**{key: int(value) if value.isdigit() else value for key, value in changes.items()})
+        except (TypeError, ValueError) as exc:  # a field the Config lacks, or a value it refuses
+            raise SystemExit(f"--variants {number}:{fields}: {exc}. {GEMM_STEPS[number - 1]}.Config's fields are "
+                             f"{', '.join(module.Config.__dataclass_fields__)}") from None
+        launches[name] = (module.gemm, config)
     return launches
 
 

@@ -320,7 +320,8 @@ def test_the_judges_catch_each_way_of_getting_it_wrong():
     refused = (75, (4096,) * 3, ("k", "k"), 16, "float16")
     assert "a refusal is a ValueError" in L.refusal_hint(refused, "TypeError: torch.matmul")
     assert L.refusal_hint(refused, "ValueError: sm_75: use torch.matmul") is None
-    assert "right fallback" in L.refusal_hint(refused, "ValueError: torch.matmul or torch._scaled_mm")
+    assert L.refusal_hint(refused, "ValueError: torch.matmul, or dequantize for torch._scaled_mm") is None  # both named
+    assert "right fallback" in L.refusal_hint(refused, "ValueError: use torch._scaled_mm")
     assert "expected one of" in L.bound_hint(L.profile_of(90, 0, 0, 0), "compute")
     assert "another unit is busier" in L.bound_hint(L.profile_of(90, 70, 0, 0), "dram")
     with pytest.raises(KeyError, match="dram__throughput"):

@@ -258,15 +258,14 @@ def bias_fragment(tv_layout_c, tile_m, tile_n, bias_mode):
 """),
     },
     "08_dispatch_profiling": {
-        # section 2 prints step 8's _tile_coord: groups of tile rows, column by column (group_n taken for group_m)
-        "8.1": (["per_group = group_m * tiles_n", "first_m = (work // per_group) * group_m",
-                 "return first_m + r % rows, r // rows"], """
+        # section 2 draws step 8's row-grouped raster as a layout (tile row, tile column) -> work item
+        "8.1": (["raster = make_layout(((group_m, tiles_m // group_m), tiles_n), stride=((1, group_m * tiles_n), "
+                 "group_m))"], """
+from cutecourse.layout import make_layout
 def raster(work, tiles_m, tiles_n, group_n):
-    per_group = group_n * tiles_n
-    first_m = (work // per_group) * group_n
-    rows = min(tiles_m - first_m, group_n)
-    r = work % per_group
-    return first_m + r % rows, r // rows
+    group = min(group_n, tiles_m)
+    order = make_layout(((group, tiles_m // group), tiles_n), stride=((1, group * tiles_n), group))
+    return next((m, n) for m in range(tiles_m) for n in range(tiles_n) if order((m, n)) == work)
 """),
         # section 3: step 9's 2 x 1 clusters on the H200, the balanced grid, for any cluster
         "8.2": (["pairs = tiles // 2", "fit = sms // 2", "rounds = math.ceil(pairs / fit)",

@@ -52,11 +52,11 @@ def test_persistent_grid_on_random_problems_gpus_and_clusters(learner):
         assert error is None, f"persistent_grid{case} raised {error}"
         hint = L.grid_hint(case, value)
         assert hint is None, f"persistent_grid{case} gave {value!r}: {hint}"
-    for case in L.BAD_GRIDS:
+    for case, argument in L.BAD_GRIDS:
         value, error = reply(learner, "persistent_grid", *case)
-        assert error is not None and error.startswith("ValueError"), \
+        assert error is not None and error.startswith("ValueError") and argument in error, \
             f"persistent_grid{case} gave {value!r}{'' if error is None else ' and raised ' + error}: bad input " \
-            f"(a non-positive extent, or fewer SMs than one cluster) is a ValueError"
+            f"(a non-positive extent, or fewer SMs than one cluster) is a ValueError that names the argument"
 
 
 @pytest.mark.exercise("8.3", points=2)

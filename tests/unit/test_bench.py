@@ -112,6 +112,12 @@ def test_bench_gemm_says_what_it_needs_where_it_cannot_run(capsys, monkeypatch):
     assert cli.main(["bench", "gemm", "--m", "8", "--n", "8", "--k", "8", "--ncu"]) == 2
     assert "ncu (Nsight Compute) is not on PATH. Install it" in capsys.readouterr().err
     torch = pytest.importorskip("torch")
+    pytest.importorskip("cutlass")
+    monkeypatch.undo()
+    for spec, says in (("0", "step 0: the GEMM steps are 1-10"), ("x", "--kernels 'x': give torch, dispatch"),
+                       ("9:foo=1", "unexpected keyword argument 'foo'. gemm09_multicast.Config's fields are tile_m")):
+        assert cli.main(["bench", "gemm", "--m", "8", "--n", "8", "--k", "8", "--kernels", spec]) == 2
+        assert says in capsys.readouterr().err
     if not torch.cuda.is_available():
         assert cli.main(["bench", "gemm", "--m", "8", "--n", "8", "--k", "8"]) == 2
         assert "none is visible here" in capsys.readouterr().err

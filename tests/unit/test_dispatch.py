@@ -132,3 +132,12 @@ def test_a_choice_prints_its_step_config_and_reasons():
     text = str(explain(*ops(1024, 1024, 1024), arch=90))
     assert text.splitlines()[0].startswith("gemm10_pingpong  Config(tile_m=128, tile_n=128")
     assert "  - 32 tiles of 128×256 < 132 SMs" in text
+
+
+def test_a_k_tail_is_named_and_needs_no_other_step():
+    choice = explain(*ops(4096, 4096, 4136), arch=90)
+    assert choice.step == "gemm09_multicast"
+    assert choice.reasons[-1] == ("K=4136 = 64 × 64 + 40: the last k-tile is partial, and the step fills the rest of "
+                                  "it with zeros")
+    assert not any("k-tile" in r for r in explain(*ops(4096, 4096, 4096), arch=90).reasons)
+    assert "K=104 = 1 × 64 + 40: the last k-tile is partial" in str(explain(*ops(256, 256, 104), arch=80))

@@ -94,17 +94,22 @@ def test_the_cache_keys_the_gpu_driver_dsl_dtypes_problem_and_majors(cache):
     assert len(other) == 4
 
 
-def test_a_stored_pick_is_found_again_and_a_slower_one_does_not_replace_it(cache):
+def test_a_new_tune_of_the_step_replaces_its_pick_and_another_steps_pick_stays_only_if_further_ahead(cache):
     a, b, c = problem()
     assert tuning.lookup(a, b, c) is None
     key = tuning.problem_key(tuning.gpu_identity(a.device), a, b, c)
-    fast = {"step": STEP, "config": {"tile_n": 128, "group_m": 4}, "ms": 0.2, "ratio": 1.01}
-    tuning.store(key, fast)
-    tuning.store(key, dict(fast, step="gemm10_pingpong", ms=0.3))  # another step, slower: kept out
-    assert tuning.lookup(a, b, c) == fast
-    tuning.store(key, dict(fast, ms=0.1))
-    assert tuning.lookup(a, b, c)["ms"] == 0.1
-    assert json.loads(cache.read_text())[key]["ms"] == 0.1
+    first = {"step": STEP, "config": {"tile_n": 128, "group_m": 4}, "ms": 0.2, "ratio": 1.01}
+    tuning.store(key, first)
+    assert tuning.lookup(a, b, c) == first
+    again = dict(first, config={"epi_n": 64}, ms=0.21, ratio=0.99)  # a later run of the same step: it replaces
+    tuning.store(key, again)
+    assert tuning.lookup(a, b, c) == again
+    tuning.store(key, dict(again, step="gemm10_pingpong", config={}, ms=0.1, ratio=0.98))  # behind in its own run
+    assert tuning.lookup(a, b, c) == again
+    ahead = dict(again, step="gemm10_pingpong", config={}, ms=0.3, ratio=1.02)  # slower ms, but ahead of torch
+    tuning.store(key, ahead)
+    assert tuning.lookup(a, b, c) == ahead
+    assert json.loads(cache.read_text())[key]["step"] == "gemm10_pingpong"
 
 
 def test_an_entry_the_step_no_longer_takes_is_ignored_and_a_damaged_cache_warns_and_is_ignored(cache):

@@ -201,7 +201,7 @@ def grid_hint(case: tuple[Any, ...], value: Any) -> str | None:
     if clusters != want_clusters:
         if clusters > want_clusters:
             return (f"{clusters} clusters finish the work in {waves} waves, but their last wave is partly idle: "
-                    f"fewer clusters finish in as many waves, with every wave full")
+                    f"fewer clusters finish in as many waves, with the last wave as full as it can be")
         return f"{clusters} clusters cannot take all {items} cluster work items in {waves} waves"
     if _close(efficiency, want_efficiency):
         return None
@@ -227,10 +227,11 @@ def random_grid_case(rng: random.Random) -> tuple[Any, ...]:
     return m, n, tile_m, tile_n, sms, cluster_m, cluster_n, max_clusters
 
 
-#: Inputs persistent_grid refuses with a ValueError: a non-positive extent, tile, cluster or limit, and fewer SMs
-#: than one cluster needs.
-BAD_GRIDS = ((0, 4096, 128, 256, 132, 2, 1, None), (4096, 4096, 128, -256, 132, 2, 1, None),
-             (4096, 4096, 128, 256, 6, 4, 2, None), (4096, 4096, 128, 256, 132, 2, 1, 0))
+#: Inputs persistent_grid refuses with a ValueError naming the argument: a non-positive extent, tile, cluster or
+#: limit, and fewer SMs than one cluster needs. (case, the argument the error must name)
+BAD_GRIDS = (((0, 4096, 128, 256, 132, 2, 1, None), "m"), ((4096, 4096, 128, -256, 132, 2, 1, None), "tile_n"),
+             ((4096, 4096, 128, 256, 6, 4, 2, None), "sms"), ((4096, 4096, 128, 256, 132, 2, 1, 0), "max_clusters"),
+             ((4096, 4096, 128, 256, 132, 0, 1, None), "cluster_m"))
 
 
 def _judge_grid(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
@@ -327,16 +328,15 @@ def choice_hint(case: tuple[Any, ...], value: Any) -> str | None:
 
 def refusal_hint(case: tuple[Any, ...], raised: str | None, value: Any = None) -> str | None:
     """What is wrong with the learner's reply to a problem the table refuses: `raised`, the error's text (None if it
-    returned `value`), must be a ValueError naming the fallback, and not the other."""
+    returned `value`), must be a ValueError naming the fallback."""
     arch, shape, majors, alignment, dtype = case
     want = fallback(*case)
-    other = "torch._scaled_mm" if want == "torch.matmul" else "torch.matmul"
     if raised is None:
         return (f"returned {value!r}, but no kernel of the table serves {dtype} on sm_{arch} with majors {majors} "
                 f"and {alignment}-byte alignment: raise a ValueError that names what to call instead")
     if not raised.startswith("ValueError"):
         return f"raised {raised[:200]}; a refusal is a ValueError that names what to call instead"
-    if want not in raised or other in raised:
+    if want not in raised:
         return (f"the ValueError ({raised[:200]}) does not name the right fallback: which torch function serves "
                 f"these inputs where the table cannot?")
     return None
@@ -370,7 +370,8 @@ choose = Check("choose", "choose", lambda: [
 # --------------------------------------------------------------------------- 8.4 the bound
 
 #: The Nsight Compute metric of each unit, in the rule's tie order.
-METRICS = {"tensor": "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+METRICS = {"tensor":
+               "sm__pipe_tensor_op_hmma_type_hmma_hgmma_qgmma_cycles_active.avg.pct_of_peak_sustained_active",
            "dram": "dram__throughput.avg.pct_of_peak_sustained_elapsed",
            "l2": "lts__t_sectors.avg.pct_of_peak_sustained_elapsed",
            "shared": "l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed"}
@@ -427,7 +428,7 @@ def bound_hint(profile: dict[str, float], value: Any) -> str | None:
 
 
 #: Metrics a real ncu report holds beside the six: the same units measured another way, which the rule ignores.
-DECOYS = {"sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed": 97.0,
+DECOYS = {"sm__pipe_tensor_op_hmma_type_hmma_hgmma_qgmma_cycles_active.avg.pct_of_peak_sustained_elapsed": 97.0,
           "dram__throughput.avg.pct_of_peak_sustained_active": 99.0,
           "sm__throughput.avg.pct_of_peak_sustained_elapsed": 88.0,
           "launch__grid_size": 132.0}
