@@ -72,6 +72,14 @@ def assert_failed(report: grader.Report, hidden: list[str], checks: list[str]) -
     assert {n: state.get(n) for n in expected} == {n: grader.FAILED for n in expected}, reports.summary(report)
 
 
+def edited(source: str, *changes: tuple[str, str]) -> str:
+    """`source` with each (old, new) replaced; each old must be there, so the variants follow the solution."""
+    for old, new in changes:
+        assert old in source, f"the solution no longer has {old!r}; update this test"
+        source = source.replace(old, new)
+    return source
+
+
 def lesson_solution(lesson: str, exercise: str) -> str:
     """The answer cell of `exercise` in the course's solution notebook of `lesson`, markers included."""
     return nbio.source(nbio.answers(nbio.load(ROOT / "solutions" / f"{lesson}.ipynb"))[exercise])

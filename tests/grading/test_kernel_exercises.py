@@ -14,7 +14,7 @@ import pytest
 from cutecourse import env
 from cutecourse.grading import checks, grader, reports
 
-from .conftest import answer_from_file, assert_failed, grade_lesson, lesson_solution, statuses
+from .conftest import answer_from_file, assert_failed, edited, grade_lesson, lesson_solution, statuses
 
 pytestmark = pytest.mark.slow
 GPU = env.gpu_missing(80) is None
@@ -22,26 +22,21 @@ L3, L4 = "03_tensors_partitioning", "04_tiled_copy"
 SOLUTION_3_2, SOLUTION_4_2 = lesson_solution(L3, "3.2"), lesson_solution(L4, "4.2")
 
 
-def edited(source: str, old: str, new: str) -> str:
-    assert old in source, f"the solution no longer has {old!r}; update this test"
-    return source.replace(old, new)
-
-
 # 3.2 without its predicate on the write: right on whole tiles, out of bounds on the edges of any other shape.
-TRANSPOSE_UNGUARDED = edited(SOLUTION_3_2, "        if cute.elem_less(tDc[i], shape):\n            tDg[i] = tDs[i]",
-                             "        tDg[i] = tDs[i]")
+TRANSPOSE_UNGUARDED = edited(SOLUTION_3_2, ("        if cute.elem_less(tDc[i], shape):\n            tDg[i] = tDs[i]",
+                                           "        tDg[i] = tDs[i]"))
 # 3.2 without the barrier between the two phases.
-TRANSPOSE_UNSYNCED = edited(SOLUTION_3_2, "    cute.arch.sync_threads()\n", "")
+TRANSPOSE_UNSYNCED = edited(SOLUTION_3_2, ("    cute.arch.sync_threads()\n", ""))
 # 3.2 whose write bound is one column short: the last column of each S (last row of each D) is never written.
-TRANSPOSE_LAST_COLUMN_LOST = edited(SOLUTION_3_2, "cute.elem_less(tDc[i], shape)",
-                                    "cute.elem_less(tDc[i], (shape[0], shape[1] - 1))")
+TRANSPOSE_LAST_COLUMN_LOST = edited(SOLUTION_3_2, ("cute.elem_less(tDc[i], shape)",
+                                                   "cute.elem_less(tDc[i], (shape[0], shape[1] - 1))"))
 # 4.2 one element per thread: right values, but not the 128-bit loads the exercise asks for.
-CAST_SCALAR = edited(SOLUTION_4_2, "THR_M, THR_N, VEC = 8, 32, 4", "THR_M, THR_N, VEC = 8, 32, 1")
+CAST_SCALAR = edited(SOLUTION_4_2, ("THR_M, THR_N, VEC = 8, 32, 4", "THR_M, THR_N, VEC = 8, 32, 1"))
 # 4.2 without the predicate: out of bounds on the edge tiles.
-CAST_UNGUARDED = edited(edited(SOLUTION_4_2, "cute.copy(load, tAgA, regs, pred=pred)", "cute.copy(load, tAgA, regs)"),
-                        "cute.copy(store, out, tBgB, pred=pred)", "cute.copy(store, out, tBgB)")
+CAST_UNGUARDED = edited(SOLUTION_4_2, ("cute.copy(load, tAgA, regs, pred=pred)", "cute.copy(load, tAgA, regs)"),
+                        ("cute.copy(store, out, tBgB, pred=pred)", "cute.copy(store, out, tBgB)"))
 # 4.2 whose bound is one column short: the last vector of each row is never written.
-CAST_LAST_VECTOR_LOST = edited(SOLUTION_4_2, "i // atoms)], shape)", "i // atoms)], (shape[0], shape[1] - 4))")
+CAST_LAST_VECTOR_LOST = edited(SOLUTION_4_2, ("i // atoms)], shape)", "i // atoms)], (shape[0], shape[1] - 4))"))
 
 
 def package_kernel(module: object, kernel: str, name: str) -> str:

@@ -20,7 +20,7 @@ from cutecourse import fragments as F
 from cutecourse.grading import checks, grader, reports
 from cutecourse.grading.checks import l05_tiled_mma as L
 
-from .conftest import (answer_from_file, assert_failed, assert_forbidden_calls_score_zero,
+from .conftest import (answer_from_file, assert_failed, edited, assert_forbidden_calls_score_zero,
                        assert_right_but_forbidden, grade_lesson, lesson_solution, statuses)
 from .test_no_copies import notebook_texts, occurs, tokens
 
@@ -32,14 +32,6 @@ pytestmark = pytest.mark.slow
 
 def solution(exercise: str) -> str:
     return lesson_solution(LESSON, exercise)
-
-
-def edited(source: str, *changes: tuple[str, str]) -> str:
-    """`source` with each (old, new) replaced; each old must be there, so the variants follow the solution."""
-    for old, new in changes:
-        assert old in source, f"the solution no longer has {old!r}; update this test"
-        source = source.replace(old, new)
-    return source
 
 
 def submit(tmp_path: Path, answers: dict[str, str]) -> grader.Report:

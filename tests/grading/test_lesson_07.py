@@ -17,7 +17,7 @@ import pytest
 from cutecourse.grading import checks, grader, reports
 from cutecourse.grading.checks import l07_epilogue as L
 
-from .conftest import (answer_from_file, assert_failed, assert_forbidden_calls_score_zero,
+from .conftest import (answer_from_file, assert_failed, edited, assert_forbidden_calls_score_zero,
                        assert_right_but_forbidden, grade_lesson, lesson_solution, outputs, statuses)
 from .test_no_copies import PRINTED, occurs, tokens
 
@@ -33,14 +33,6 @@ def solution(exercise: str) -> str:
 
 def submit(tmp_path: Path, answers: dict[str, str]) -> grader.Report:
     return grade_lesson(tmp_path, LESSON, answers, timeout=300, exercises=CPU)
-
-
-def edited(source: str, *changes: tuple[str, str]) -> str:
-    """`source` with each (old, new) replaced; each old must be there, so the variants follow the solution."""
-    for old, new in changes:
-        assert old in source, f"the solution no longer has {old!r}; update this test"
-        source = source.replace(old, new)
-    return source
 
 
 # Each wrong answer makes one classic mistake; the check's hint points at it.

@@ -22,8 +22,8 @@ import pytest
 from cutecourse.grading import checks, grader, reports, sandbox
 from cutecourse.grading.checks import l08_dispatch as L
 
-from .conftest import (ROOT, answer_from_file, assert_failed, grade_lesson, lesson_solution, outputs,
-                       statuses)
+from .conftest import (ROOT, answer_from_file, assert_failed, edited, grade_lesson, lesson_solution,
+                       outputs, statuses)
 from .test_no_copies import occurs, tokens
 
 LESSON = "08_dispatch_profiling"
@@ -42,14 +42,6 @@ def solution(exercise: str) -> str:
 
 def submit(tmp_path: Path, answers: dict[str, str]) -> grader.Report:
     return grade_lesson(tmp_path, LESSON, answers, timeout=120, exercises=EXERCISES)
-
-
-def edited(source: str, *changes: tuple[str, str]) -> str:
-    """`source` with each (old, new) replaced; each old must be there, so the variants follow the solution."""
-    for old, new in changes:
-        assert old in source, f"the solution no longer has {old!r}; update this test"
-        source = source.replace(old, new)
-    return source
 
 
 # --------------------------------------------------------------------------- the package's rules as answers
