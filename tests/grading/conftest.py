@@ -80,6 +80,13 @@ def edited(source: str, *changes: tuple[str, str]) -> str:
     return source
 
 
+def hard_coded(function: str, params: str, answers: dict, default: object) -> str:
+    """The source of an answer that only knows the visible cases: ``function(params)`` returns ``answers[args]``
+    for them and `default` for anything else (a check passes it; a hidden test must not)."""
+    table = "".join(f"        {case!r}: {value!r},\n" for case, value in answers.items())
+    return f"def {function}({params}):\n    return {{\n{table}    }}.get(({params}), {default!r})\n"
+
+
 def lesson_solution(lesson: str, exercise: str) -> str:
     """The answer cell of `exercise` in the course's solution notebook of `lesson`, markers included."""
     return nbio.source(nbio.answers(nbio.load(ROOT / "solutions" / f"{lesson}.ipynb"))[exercise])

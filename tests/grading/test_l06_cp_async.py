@@ -16,7 +16,7 @@ from cutecourse.grading import notebook as nbio
 from cutecourse.grading.checks import l06_cp_async as L6
 
 from .conftest import answer_from_file, lesson_solution
-from .test_lesson_05 import edited
+from .conftest import edited
 from .test_no_copies import lines, occurs, tokens
 
 LESSON = "06_smem_pipelines"

@@ -24,7 +24,7 @@ from cutecourse.grading import checks, harness, sandbox
 from cutecourse.grading.checks import l06_tma_pipeline as L
 
 from .conftest import answer_from_file, lesson_solution
-from .test_lesson_05 import edited
+from .conftest import edited
 
 LESSON = "06_smem_pipelines"
 pytestmark = pytest.mark.slow  # each PTX compile of the kernel takes about a second

@@ -18,7 +18,7 @@ from cutecourse.grading import notebook as nbio
 from cutecourse.grading.checks import l07_fused_epilogue as L7
 
 from .conftest import ROOT, answer_from_file, lesson_solution
-from .test_lesson_05 import edited
+from .conftest import edited
 from .test_no_copies import lines, occurs, tokens
 
 LESSON = "07_epilogue"

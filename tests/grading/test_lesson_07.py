@@ -18,7 +18,8 @@ from cutecourse.grading import checks, grader, reports
 from cutecourse.grading.checks import l07_epilogue as L
 
 from .conftest import (answer_from_file, assert_failed, edited, assert_forbidden_calls_score_zero,
-                       assert_right_but_forbidden, grade_lesson, lesson_solution, outputs, statuses)
+                       assert_right_but_forbidden, grade_lesson, hard_coded, lesson_solution, outputs,
+                       statuses)
 from .test_no_copies import PRINTED, occurs, tokens
 
 LESSON = "07_epilogue"
@@ -126,9 +127,9 @@ def test_the_judges_catch_each_way_of_getting_it_wrong():
 # --------------------------------------------------------------------------- a partly right submission
 
 #: 7.1 answered only for the check's visible cases: the check passes, the hidden test does not.
-HARD_CODED_7_1 = "def choose_accumulator(k, tolerance, dtype):\n    return {\n" + "".join(
-    f"        {case!r}: {next(iter(L.accepted(*case)))!r},\n" for case in checks.choose_accumulator.cases()
-) + "    }.get((k, tolerance, dtype), 'float32')\n"
+HARD_CODED_7_1 = hard_coded("choose_accumulator", "k, tolerance, dtype",
+                            {case: next(iter(L.accepted(*case))) for case in checks.choose_accumulator.cases()},
+                            "float32")
 
 
 def test_the_hard_coded_answer_really_passes_only_the_visible_cases(tmp_path):

@@ -22,8 +22,8 @@ import pytest
 from cutecourse.grading import checks, grader, reports, sandbox
 from cutecourse.grading.checks import l08_dispatch as L
 
-from .conftest import (ROOT, answer_from_file, assert_failed, edited, grade_lesson, lesson_solution,
-                       outputs, statuses)
+from .conftest import (ROOT, answer_from_file, assert_failed, edited, grade_lesson, hard_coded,
+                       lesson_solution, outputs, statuses)
 from .test_no_copies import occurs, tokens
 
 LESSON = "08_dispatch_profiling"
@@ -335,9 +335,8 @@ def test_the_reference_raster_is_the_layout_the_lesson_draws_transposed():
 # --------------------------------------------------------------------------- a partly right submission
 
 #: 8.1 answered only for the check's visible cases: the check passes, the hidden test does not.
-HARD_CODED_8_1 = "def raster(work, tiles_m, tiles_n, group_n):\n    return {\n" + "".join(
-    f"        {case!r}: {L.raster_order(*case[1:])[case[0]]!r},\n" for case in checks.raster.cases()
-) + "    }.get((work, tiles_m, tiles_n, group_n), (0, 0))\n"
+HARD_CODED_8_1 = hard_coded("raster", "work, tiles_m, tiles_n, group_n",
+                            {case: L.raster_order(*case[1:])[case[0]] for case in checks.raster.cases()}, (0, 0))
 
 
 def test_the_hard_coded_answer_really_passes_only_the_visible_cases(tmp_path):
