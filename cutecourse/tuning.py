@@ -235,6 +235,7 @@ def tune(shape: tuple[int, int, int], dtype: str = "bfloat16", *, step: str | No
     default = launcher.default
     timed: dict[Any, float | None] = {}
     baseline: dict[Any, float] = {}  # Config -> torch.matmul's ms in the rounds where it was last timed
+    runs: dict[Any, Callable[[int], object]] = {}  # Config -> its launch, checked once
     progress = tqdm(desc=f"tuning {step} {m}x{n}x{k} {dtype}", unit="config")
     say = say or progress.write
     clocks = bench.Clocks()
@@ -242,18 +243,18 @@ def tune(shape: tuple[int, int, int], dtype: str = "bfloat16", *, step: str | No
     def time_all(configs: list[Any]) -> dict[Any, float | None]:
         # Every Config asked for is timed again in these rounds, the incumbent too: only times from the same rounds
         # compare (the clock drifts with the power draw between rounds).
-        kernels = {"torch.matmul": lambda i: torch.matmul(a, b, out=c)}
         for config in dict.fromkeys(configs):
-            if config in timed and timed[config] is None:
-                continue  # wrong or refused: once is enough
-            if config not in timed:
-                progress.update()
+            if config in timed:
+                continue  # checked already: right (its launch is in runs) or wrong
+            progress.update()
             try:
-                kernels[config] = bench.checked(f"{step}({changes(step, config) or 'default'})", launcher, config,
-                                                a, b, c, say=say)
+                runs[config] = bench.checked(f"{step}({changes(step, config) or 'default'})", launcher, config,
+                                             a, b, c, say=say)
             except (bench.WrongResult, ValueError) as exc:  # wrong, or refused by the launcher's checks
                 say(f"skipped: {exc}")
-                timed[config] = None
+            timed.setdefault(config, None)
+        kernels = {"torch.matmul": lambda i: torch.matmul(a, b, out=c),
+                   **{config: runs[config] for config in dict.fromkeys(configs) if config in runs}}
         if len(kernels) > 1:
             times, power = bench.settled_rounds(kernels, rounds, settle_ms, clocks)
             result = bench.summary(times, power, 2 * m * n * k)
@@ -263,9 +264,12 @@ def tune(shape: tuple[int, int, int], dtype: str = "bfloat16", *, step: str | No
         return timed
 
     try:
-        every = candidates(step, space, default, list(space))
-        progress.total = len(every) if search == "exhaustive" else None
-        best = (fastest(every, time_all) if search == "exhaustive" else coordinate(space, default, step, time_all))
+        if search == "exhaustive":
+            every = candidates(step, space, default, list(space))
+            progress.total = len(every)
+            best = fastest(every, time_all)
+        else:
+            best = coordinate(space, default, step, time_all)
     finally:
         progress.close()
         clocks.close()

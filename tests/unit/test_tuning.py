@@ -153,3 +153,39 @@ def test_every_space_names_only_fields_of_its_steps_config_and_holds_the_default
             current = tuple(getattr(config, f) for f in fields)
             assert (current if len(fields) > 1 else current[0]) in values, (step, names)  # the search starts there
         assert len(list(itertools.product(*space.values()))) <= 24
+
+
+def test_tune_checks_each_config_once_retimes_the_incumbent_and_takes_its_ratio_from_the_same_rounds(cache,
+                                                                                                    monkeypatch):
+    """tune()'s bookkeeping with the GPU parts replaced: `cost` is each Config's time, torch.matmul's time drifts
+    from round set to round set (the clock follows the power draw), and the stored ratio must use the drift of the
+    rounds where the pick was last timed."""
+    from cutecourse import bench
+
+    checked, rounds_sets = [], []
+
+    def fake_checked(name, gemm, config, a, b, c, say):
+        checked.append(config)
+        return lambda i: None
+
+    def fake_rounds(kernels, rounds, settle_ms, clocks):
+        drift = 1 + 0.1 * len(rounds_sets)  # each round set runs at another clock
+        rounds_sets.append(list(kernels))
+        times = {name: [(1.0 if name == "torch.matmul" else cost(name)) * drift] for name in kernels}
+        return times, {name: [] for name in kernels}
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(bench, "operands", lambda m, n, k, dtype, majors: problem(m, n, k))
+    monkeypatch.setattr(bench, "checked", fake_checked)
+    monkeypatch.setattr(bench, "settled_rounds", fake_rounds)
+    monkeypatch.setattr(bench, "Clocks", lambda: type("NoClocks", (), {"close": lambda self: None})())
+    tuned = tuning.tune((256, 512, 128), step=STEP, say=lambda line: None)
+    every = tuning.candidates(STEP, SPACE, DEFAULT, list(SPACE))
+    assert tuned.best == min(every, key=cost)
+    assert len(checked) == len(set(checked)) == len(tuned.timed)  # each Config checked once, however often timed
+    last = max(i for i, names in enumerate(rounds_sets) if tuned.best in names)
+    assert tuned.ratio == pytest.approx(1 / cost(tuned.best))  # both times carry the same round set's drift
+    assert tuned.baseline_ms == pytest.approx(1 + 0.1 * last)
+    assert all(names[0] == "torch.matmul" for names in rounds_sets)
+    stored = tuning.lookup(*problem(256, 512, 128))
+    assert stored["ratio"] == pytest.approx(tuned.ratio) and stored["step"] == STEP
