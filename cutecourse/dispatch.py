@@ -36,10 +36,6 @@ from cutecourse.kernels import GEMM_STEPS
 ANY_SHAPE, SM80, COOPERATIVE, PINGPONG = "gemm02_smem", "gemm05_swizzle", "gemm09_multicast", "gemm10_pingpong"
 #: Steps that fuse an epilogue (``epilogue=``, ``bias=``, ``c=`` with ``beta``, ``aux=``, ``alpha``).
 FUSING = (SM80, COOPERATIVE, PINGPONG)
-#: Step 9's default CTA tile, which the small-problem rule counts.
-COOPERATIVE_TILE = (128, 256)
-#: SMs of an H100 SXM and an H200: the Hopper rule's count where no GPU says otherwise.
-HOPPER_SMS = 132
 
 
 @dataclass(frozen=True)
@@ -142,12 +138,15 @@ def explain(a: Any, b: Any, out: Any = None, *, epilogue: Any = None, config: An
     if tuned is not None:
         return tuned
     if cc == 90:
-        count = _sms(a, sms)
-        tiles = math.ceil(a.shape[0] / COOPERATIVE_TILE[0]) * math.ceil(b.shape[1] / COOPERATIVE_TILE[1])
+        cooperative = _module(COOPERATIVE).Config()  # its tile is what the rule counts; its sms, an H100's or H200's
+        count = _sms(a, sms, cooperative.sms)
+        tiles = math.ceil(a.shape[0] / cooperative.tile_m) * math.ceil(b.shape[1] / cooperative.tile_n)
+        tile = f"{cooperative.tile_m}×{cooperative.tile_n}"
         step = PINGPONG if tiles < count else COOPERATIVE
-        verdict = (f"{tiles} tiles of {COOPERATIVE_TILE[0]}×{COOPERATIVE_TILE[1]} < {count} SMs: pingpong's "
-                   "128×128 tiles keep more SMs busy" if step == PINGPONG else
-                   f"{tiles} tiles of {COOPERATIVE_TILE[0]}×{COOPERATIVE_TILE[1]} fill {count} SMs: the cooperative "
+        pingpong = _module(PINGPONG).Config()
+        verdict = (f"{tiles} tiles of {tile} < {count} SMs: pingpong's {pingpong.tile_m}×{pingpong.tile_n} tiles keep "
+                   "more SMs busy"
+                   if step == PINGPONG else f"{tiles} tiles of {tile} fill {count} SMs: the cooperative "
                    "schedule")
         module = _module(step)
         config = module.FP8_CONFIG if fp8 else module.Config()
@@ -167,14 +166,15 @@ def _k_tail(k: int, config: Any) -> tuple[str, ...]:
             "the step fills the rest of it with zeros",)
 
 
-def _sms(a: Any, sms: int | None) -> int:
+def _sms(a: Any, sms: int | None, default: int) -> int:
+    """The SM count the Hopper rule uses: `sms`, else a's GPU's, else `default` (CPU tensors)."""
     import torch
 
     if sms is not None:
         if isinstance(sms, bool) or not isinstance(sms, int) or sms < 1:
             raise ValueError(f"sms={sms!r}: give the GPU's SM count, e.g. 132 for an H100 SXM or H200")
         return sms
-    return torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else HOPPER_SMS
+    return torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else default
 
 
 def _tuned(a: Any, b: Any, out: Any, cc: int) -> Choice | None:
