@@ -104,8 +104,6 @@ def _bench(args: argparse.Namespace) -> int:
         print(f"cutecourse bench gemm: --m {args.m} --n {args.n} --k {args.k}: give positive extents",
               file=sys.stderr)
         return 2
-    if args.ncu and not args.once:
-        return _bench_under_ncu(args, shutil.which("ncu"))
     try:
         import torch
     except ImportError:
@@ -114,11 +112,13 @@ def _bench(args: argparse.Namespace) -> int:
         return 2
     from cutecourse import bench
 
-    try:  # the kernels named first: a misspelt one is said on any machine
+    try:  # the kernels named first: a misspelt one is said on any machine, before ncu starts
         launches = _launches(args.kernels)
     except SystemExit as exc:
         print(f"cutecourse bench gemm: {exc}", file=sys.stderr)
         return 2
+    if args.ncu and not args.once:
+        return _bench_under_ncu(args, shutil.which("ncu"))
     if not torch.cuda.is_available():
         print("cutecourse bench gemm times kernels on a GPU and none is visible here: run it where nvidia-smi lists "
               "an sm_80+ GPU (Colab with a GPU runtime, a Modal H100: README, 'Where to run it')",
@@ -127,7 +127,7 @@ def _bench(args: argparse.Namespace) -> int:
     if args.once:
         return _launch_once(args, launches)
     rows = bench.profile([problem], [args.dtype], launches, rounds=args.rounds, settle_ms=args.settle_ms,
-                         data=args.data, baseline=True, say=print)
+                         data=args.data, say=print)
     print(bench.table(rows))
     if args.csv:
         bench.write_csv(rows, args.csv)

@@ -240,12 +240,12 @@ def operands(m: int, n: int, k: int, dtype: str, data: str = "normal", seed: int
 
 
 def profile(problems: list[tuple[int, int, int]], dtypes: list[str], launches: dict[str, tuple[Any, Any]], *,
-            rounds: int, settle_ms: float, data: str = "normal", baseline: bool = True,
+            rounds: int, settle_ms: float, data: str = "normal",
             skip: Callable[[str, tuple[int, int, int]], bool] = lambda name, problem: False,
             slow: Callable[[str], bool] = lambda name: False, say: Callable[[str], object] | None = None
             ) -> list[dict[str, Any]]:
     """Every kernel of `launches` ({name: (gemm, config)}, as `kernels_to_time` gives) on every problem and dtype:
-    checked against float64 first (`checked`), then timed with torch.matmul (when `baseline`) in `settled_rounds`.
+    checked against float64 first (`checked`), then timed with torch.matmul in `settled_rounds`.
     One row per kernel and problem: date, GPU, dtype, data, M, N, K, kernel, median ms, TFLOP/s, ratio to
     torch.matmul, the SM clock and power while it ran, and every round's ms. `skip(name, problem)` leaves a kernel out
     of a problem; the `slow` ones are timed unsettled (a single launch can take seconds). A tqdm bar counts the
@@ -262,7 +262,7 @@ def profile(problems: list[tuple[int, int, int]], dtypes: list[str], launches: d
         for name in dtypes:
             for m, n, k in problems:
                 a, b, c = operands(m, n, k, name, data)
-                kernels = {"torch.matmul": lambda i: torch.matmul(a, b, out=c)} if baseline else {}
+                kernels = {"torch.matmul": lambda i: torch.matmul(a, b, out=c)}
                 for kernel, (gemm, config) in launches.items():
                     if skip(kernel, (m, n, k)):
                         continue
@@ -271,9 +271,7 @@ def profile(problems: list[tuple[int, int, int]], dtypes: list[str], launches: d
                     except ValueError as exc:  # refused: e.g. a Hopper step on an sm_80 GPU
                         say(f"{kernel} {name} {m}x{n}x{k}: not timed, {exc}")
                 times, power = settled_rounds(kernels, rounds, settle_ms, clocks, slow=slow)
-                ratios = summary(times, power, 2 * m * n * k) if baseline else summary(
-                    times, power, 2 * m * n * k, base=next(iter(times)))
-                for kernel, r in ratios.items():
+                for kernel, r in summary(times, power, 2 * m * n * k).items():
                     rows.append(dict(date=date, gpu=gpu, dtype=name, data=data, M=m, N=n, K=k, kernel=kernel,
                                      ms=f"{r['ms']:.4f}", tflops=f"{r['tflops']:.1f}", ratio=f"{r['ratio']:.3f}",
                                      sm_mhz="" if r["sm_mhz"] is None else f"{r['sm_mhz']:.0f}",

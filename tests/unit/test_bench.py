@@ -108,12 +108,14 @@ def test_bench_gemm_says_what_it_needs_where_it_cannot_run(capsys, monkeypatch):
 
     assert cli.main(["bench", "gemm", "--m", "0", "--n", "8", "--k", "8"]) == 2
     assert "give positive extents" in capsys.readouterr().err
-    monkeypatch.setattr("shutil.which", lambda name: None)
-    assert cli.main(["bench", "gemm", "--m", "8", "--n", "8", "--k", "8", "--ncu"]) == 2
-    assert "ncu (Nsight Compute) is not on PATH. Install it" in capsys.readouterr().err
     torch = pytest.importorskip("torch")
-    pytest.importorskip("cutlass")
-    monkeypatch.undo()
+    pytest.importorskip("cutlass")  # the kernels named are read first, from the steps' modules
+    with monkeypatch.context() as patched:
+        patched.setattr("shutil.which", lambda name: None)
+        assert cli.main(["bench", "gemm", "--m", "8", "--n", "8", "--k", "8", "--ncu"]) == 2
+        assert "ncu (Nsight Compute) is not on PATH. Install it" in capsys.readouterr().err
+        assert cli.main(["bench", "gemm", "--m", "8", "--n", "8", "--k", "8", "--ncu", "--kernels", "11"]) == 2
+        assert "step 11: the GEMM steps are 1-10" in capsys.readouterr().err  # before ncu is looked for
     for spec, says in (("0", "step 0: the GEMM steps are 1-10"), ("x", "--kernels 'x': give torch, dispatch"),
                        ("9:foo=1", "unexpected keyword argument 'foo'. gemm09_multicast.Config's fields are tile_m")):
         assert cli.main(["bench", "gemm", "--m", "8", "--n", "8", "--k", "8", "--kernels", spec]) == 2
