@@ -599,11 +599,34 @@ def exercise_points(course: Course, lesson: str) -> dict[str, float]:
     return points
 
 
+def lost(submission: str | Path, course: Course, why: str, *, lesson: str | None = None,
+         exercises: frozenset[str] | None = None) -> Report:
+    """The report of a submission that could not be graded (unreadable, or its grader died): every point of the
+    lesson (or of `exercises`) is lost, none disappears from the maximum, and each says `why`."""
+    try:
+        lesson = lesson_of(Path(submission), course, lesson)
+    except ValueError as exc:
+        return Report(str(submission), lesson or "?", [TestResult("submission", "?", 1, FAILED, str(exc))])
+    return Report(str(submission), lesson, [TestResult(f"exercise {e}: submission", e, most, FAILED, why)
+                                            for e, most in exercise_points(course, lesson).items()
+                                            if exercises is None or e in exercises])
+
+
 def fingerprint(course: Course) -> dict[str, tuple[int, int]]:
     """Size and mtime of every file the grade depends on: a tripwire for a submission that rewrites them."""
     roots = [course.root / "exercises", course.hidden, PACKAGE_DIR]
     return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for root in roots if root.exists()
             for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+
+
+def planned(course: Course, lesson: str, *, nbval: bool = True, hidden: bool = True,
+            exercises: frozenset[str] | None = None) -> tuple[int, list[HiddenTest]]:
+    """What a grade of `lesson` runs: the number of its check cells, and its hidden tests. The grade's deadline is
+    the per-test timeout times their number."""
+    wanted = [t for t in hidden_tests(course, lesson) if exercises is None or t.exercise in exercises] if hidden else []
+    n_checks = sum(1 for c in nbio.checks(nbio.load(course.master(lesson))) if exercises is None
+                   or str(nbio.meta(c).get("exercise")) in exercises) if nbval else 0
+    return n_checks, wanted
 
 
 def grade(submission: str | Path, course: Course, nbval: bool = True, hidden: bool = True,
@@ -630,16 +653,13 @@ def grade(submission: str | Path, course: Course, nbval: bool = True, hidden: bo
                                                            f"it has {', '.join(points)}")])
     try:
         sub = nbio.load_submission(submission)
-    except ValueError as exc:  # every point of the lesson (or the exercise) is lost, none disappears
-        return Report(str(submission), lesson, [TestResult(f"exercise {e}: submission", e, most, FAILED, str(exc))
-                                                for e, most in points.items() if exercises is None or e in exercises])
+    except ValueError as exc:
+        return lost(submission, course, str(exc), lesson=lesson, exercises=exercises)
     master = nbio.load(course.master(lesson))
     gpu = env.gpu_missing(80) is None
     walls_kind = isolation.choose(isolation_kind, course.deny(), course.read_only())
     report = Report(str(submission), lesson, isolation=walls_kind.detail)
-    wanted = [t for t in hidden_tests(course, lesson) if exercises is None or t.exercise in exercises] if hidden else []
-    n_checks = sum(1 for c in nbio.checks(master) if exercises is None
-                   or str(nbio.meta(c).get("exercise")) in exercises) if nbval else 0
+    n_checks, wanted = planned(course, lesson, nbval=nbval, hidden=hidden, exercises=exercises)
     budget = timeout * max(1, n_checks + len(wanted))
     report.notes.append(f"isolation: {walls_kind.detail}")
     report.notes.append(f"time limit: {timeout:g} s per test, {budget:g} s for the grade ({n_checks + len(wanted)} "

@@ -43,6 +43,8 @@ def load_submission(path: str | Path) -> dict[str, Any]:
     def rejected(why: str) -> ValueError:
         return ValueError(f"submission rejected: {why}")
 
+    if not path.exists():
+        raise rejected(f"{path.name} was not handed in; hand in your notebook under exactly that name")
     try:
         size = path.stat().st_size
         if size > MAX_SUBMISSION_BYTES:

@@ -1,4 +1,5 @@
-"""Reports of a grading run: Gradescope/otter `results.json`, JUnit XML and a CSV row per submission.
+"""Reports of a grading run: Gradescope/otter `results.json`, JUnit XML, a CSV row per submission, and a Markdown
+summary of the points (a GitHub Actions job summary).
 
 Nothing in them depends on when or where the run happened, so grading the same submission twice writes the same
 bytes. Only the grader writes them, after every learner process is dead: each file is written whole to a fresh
@@ -9,6 +10,7 @@ never followed.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import io
 import json
 import os
@@ -80,6 +82,38 @@ def grades_csv(reports: list[Report]) -> str:
     return sink.getvalue()
 
 
+def markdown(reports: list[Report]) -> str:
+    """The points as Markdown: a table of submissions and exercises, then each test that did not pass and why."""
+    def cell(text: str) -> str:
+        return " ".join(str(text).split()).replace("|", "\\|")
+
+    header, *rows = csv.reader(io.StringIO(grades_csv(reports)))  # the gradebook's rows, as the table's
+    lines = ["| submission | lesson | points | " + " | ".join(header[4:]) + " |",
+             "|---|---|---|" + "---|" * len(header[4:])]
+    for row in rows:
+        lines.append(f"| {cell(row[0])} | {row[1]} | {row[2]}/{row[3]} | " + " | ".join(row[4:]) + " |")
+    for r in reports:
+        missed = [t for t in r.tests if t.status != PASSED]
+        if missed:
+            lines += ["", f"**{cell(r.submission)}**: {_points(r.score)}/{_points(r.max_score)}", ""]
+            lines += [f"- {'–' if t.status == NOT_RUN else '✗'} {cell(t.name)}: {cell(_said(t))}" for t in missed]
+    return "\n".join(lines) + "\n"
+
+
+def to_dict(report: Report) -> dict:
+    """A report as JSON-able data, for a grade made in another process or container (`from_dict` reads it)."""
+    return dataclasses.asdict(report)
+
+
+def from_dict(data: dict) -> Report:
+    tests = []
+    for fields in data["tests"]:
+        test = TestResult(**{**fields, "output": ""})
+        test.output = fields["output"]  # already cut to size where it was made: cut it again and the note doubles
+        tests.append(test)
+    return Report(data["submission"], data["lesson"], tests, list(data["notes"]), data["isolation"])
+
+
 def _replace(path: Path, data: bytes) -> None:
     """Write `path` whole and atomically, replacing (never following) whatever is there, a symlink included."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -100,7 +134,8 @@ def write(reports: list[Report], out: Path) -> list[Path]:
     xml = io.BytesIO()
     junit_xml(reports).write(xml, encoding="utf-8", xml_declaration=True)
     files = {"results.json": (json.dumps(results_json(reports), indent=1, ensure_ascii=False) + "\n").encode(),
-             "junit.xml": xml.getvalue(), "grades.csv": grades_csv(reports).encode()}
+             "junit.xml": xml.getvalue(), "grades.csv": grades_csv(reports).encode(),
+             "summary.md": markdown(reports).encode()}
     for name, data in files.items():
         _replace(out / name, data)
     return [out / name for name in files]
