@@ -1,25 +1,28 @@
-"""Grade submissions of the grading demo on this machine, in the grader's jails, and print the reports and the time
-each took.
+"""Grade a batch of GPU submissions of the grading demo on this machine, in the grader's jails: one by one, then with
+`--jobs N` side by side; check the two wrote byte for byte the same reports, and print the seconds per submission.
 
-    python benchmarks/grade_demo.py [--out DIR]
+    python benchmarks/grade_demo.py [--out DIR] [--jobs N] [--copies K] [--lessons 05_tiled_mma ...]
 
-The submissions: the solution; a kernel that misses the last element (off by one); a kernel that writes 1 GiB past
-its output (an illegal address, which kills the CUDA context of the learner's process); and two that answer 0.2
-without a kernel: a torch launch wrapper in place of the host, and a plain (not @cute.jit) function that needs no import.
-On a GPU the first scores every point and the others lose exercise 0.2; the report is written for all of them.
+The submissions, each `--copies` times: the solution; a kernel that misses the last element (off by one); a kernel
+that writes 1 GiB past its output (an illegal address, which kills the CUDA context of the learner's process); and
+two that answer 0.2 without a kernel: a torch launch wrapper in place of the host, and a plain (not @cute.jit)
+function that needs no import. `--lessons` adds the course's own solution of those lessons (graded against the
+course, not the demo). On a GPU the first scores every point and the others lose exercise 0.2; the report is written
+for all of them.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
-from cutecourse.cli import main
-from cutecourse.grading import build
+from cutecourse.grading import batch, build, grader, reports
 from cutecourse.grading import notebook as nbio
 
 DEMO = Path(__file__).resolve().parents[1] / "tests" / "grading" / "demo"
+OPTIONS = {"timeout": 120.0}  # as `cutecourse grade` grades by default
 GOOD_GUARD = "    if i < cute.size(gx):\n        gout[i] = gx[i] * alpha\n"
 VARIANTS = {
     "solution": GOOD_GUARD,
@@ -50,23 +53,57 @@ def submissions(folder: Path) -> list[Path]:
     return paths
 
 
+def _folder(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def _save(nb: dict, folder: Path, name: str) -> Path:
     (folder / name).mkdir(exist_ok=True)
     nbio.dump(nb, folder / name / "00_demo.ipynb")
     return folder / name / "00_demo.ipynb"
 
 
+def grade_batch(batches: list[tuple[grader.Course, list[Path]]], jobs: int) -> tuple[list[grader.Report], list[float]]:
+    """The reports of every (course, submissions) batch, and the seconds from one report to the next (one by one:
+    each submission's own time)."""
+    found, marks = [], [time.perf_counter()]
+    for course, paths in batches:
+        found += batch.grade_many([str(p) for p in paths], course, OPTIONS, jobs=jobs,
+                                  say=lambda line: (print(line), marks.append(time.perf_counter())))
+    return found, [b - a for a, b in zip(marks, marks[1:])]
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="grading-demo")
+    parser.add_argument("--jobs", type=int, default=4, help="workers for the side-by-side run (default 4)")
+    parser.add_argument("--copies", type=int, default=2, help="copies of each demo submission (default 2)")
+    parser.add_argument("--lessons", nargs="*", default=[], help="also grade the course's solutions of these")
     args = parser.parse_args()
-    work = Path(args.out) / "submissions"
-    work.mkdir(parents=True, exist_ok=True)
-    paths = submissions(work)
-    times = []
-    for path in paths:
+    out = Path(args.out)
+    demo_paths = [p for copy in range(args.copies) for p in submissions(_folder(out / "submissions" / f"copy{copy}"))]
+    course = grader.Course.at(DEMO.parents[2])
+    lesson_paths = []
+    for lesson in args.lessons:
+        lesson_paths.append(_folder(out / "submissions" / "lessons") / f"{lesson}.ipynb")
+        nbio.dump(build.as_submitted(nbio.load(course.root / "solutions" / f"{lesson}.ipynb")), lesson_paths[-1])
+    batches = [(grader.Course.at(DEMO, DEMO / "hidden"), demo_paths), (course, lesson_paths)]
+    paths = demo_paths + lesson_paths
+    written, took = {}, {}
+    for label, jobs in (("one by one", 1), (f"--jobs {args.jobs}", args.jobs)):
         started = time.perf_counter()
-        main(["grade", str(path), "--course", str(DEMO), "--hidden", str(DEMO / "hidden"),
-              "--out", str(Path(args.out) / path.parent.name)])
-        times.append((path.parent.name, time.perf_counter() - started))
-    print("\nseconds per submission: " + ", ".join(f"{name} {t:.1f}" for name, t in times))
+        made, each = grade_batch(batches, jobs)
+        took[label] = (time.perf_counter() - started, each)
+        files = reports.write(made, out / label.replace(" ", "_").strip("-"))
+        written[label] = {f.name: f.read_bytes() for f in files}
+    print(f"\n{len(paths)} submissions, GPUs {batch.visible_gpus() or 'none'}")
+    print("one by one, seconds each: " + ", ".join(f"{p.parent.name}/{p.stem} {t:.1f}"
+                                                    for p, t in zip(paths, took["one by one"][1])))
+    for label, (total, _) in took.items():
+        print(f"{label}: {total:.1f} s in all, {total / len(paths):.1f} s per submission"
+              f" ({took['one by one'][0] / total:.2f}x one by one)")
+    first, second = written.values()
+    differ = [name for name in first if first[name] != second[name]]
+    print("reports identical: " + (f"yes ({', '.join(first)})" if not differ else f"NO: {', '.join(differ)} differ"))
+    sys.exit(1 if differ else 0)

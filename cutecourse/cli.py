@@ -41,24 +41,30 @@ def _build(args: argparse.Namespace) -> int:
 def _grade(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from cutecourse.grading import grader, isolation, reports
+    from cutecourse.grading import batch, classroom, grader, isolation, reports
 
     course = grader.Course.at(args.course, args.hidden)
-    if args.classroom:
-        print(classroom_workflow(args.submissions, course))
-        return 0
+    options = {"nbval": not args.hidden_only, "hidden": not args.nbval, "timeout": args.timeout, "lesson": args.lesson,
+               "exercise": args.exercise, "isolation_kind": args.isolation, "gpu_elsewhere": args.gpu_graded_elsewhere}
+    try:
+        if args.workflow:
+            print(classroom.workflow(args.submissions, course, options), end="")
+            return 0
+        if args.gradescope:
+            print(f"wrote {classroom.gradescope_bundle(args.submissions, course, options, Path(args.gradescope))}")
+            return 0
+    except ValueError as exc:
+        print(f"cutecourse grade: {exc}", file=sys.stderr)
+        return 2
+    if args.jobs < 1:
+        print(f"cutecourse grade: --jobs {args.jobs}: give 1 or more workers", file=sys.stderr)
+        return 2
     try:
         isolation.choose(args.isolation, course.deny(), course.read_only())
+        results = batch.grade_many(args.submissions, course, options, jobs=args.jobs, say=print)
     except isolation.IsolationError as exc:
         print(f"cutecourse grade: {exc}", file=sys.stderr)
         return 2
-    results = []
-    for submission in args.submissions:
-        report = grader.grade(submission, course, nbval=not args.hidden_only, hidden=not args.nbval,
-                              timeout=args.timeout, lesson=args.lesson, exercise=args.exercise,
-                              isolation_kind=args.isolation, gpu_elsewhere=args.gpu_graded_elsewhere)
-        print(reports.summary(report))
-        results.append(report)
     for path in reports.write(results, Path(args.out)):
         print(f"wrote {path}")
     # CI steps read the exit code: 0 only when every point of the maximum was earned here (tests not run count
@@ -215,32 +221,6 @@ def _bench_under_ncu(args: argparse.Namespace, ncu: str | None) -> int:
     return 0
 
 
-def classroom_workflow(submissions: list[str], course: "object") -> str:
-    """The autograding steps of a GitHub Classroom workflow: one command per exercise, worth its points."""
-    from pathlib import Path
-
-    from cutecourse.grading import grader
-
-    where = "" if course.root == Path.cwd().resolve() else f" --course {course.root}"
-    if course.hidden != course.root / "tests" / "hidden":
-        where += f" --hidden {course.hidden}"
-    steps = []
-    for submission in submissions:
-        lesson = grader.lesson_of(Path(submission), course)
-        for exercise, points in grader.exercise_points(course, lesson).items():
-            slug = f"{lesson}-{exercise}".replace(".", "-").replace("_", "-")
-            steps.append(f"""      - name: {lesson} exercise {exercise}
-        id: {slug}
-        uses: classroom-resources/autograding-command-grader@v1
-        with:
-          test-name: {lesson} exercise {exercise}
-          setup-command: pip install -e .[dev]
-          command: cutecourse grade {submission}{where} --exercise {exercise} --out grading/{slug}
-          timeout: 30
-          max-score: {points:g}""")
-    return "\n".join(steps)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="cutecourse", description="Tools for the cutecourse CuTe DSL course.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -270,8 +250,16 @@ def main(argv: list[str] | None = None) -> int:
                             "or none (only to check your own notebook on your own machine)")
     grade.add_argument("--gpu-graded-elsewhere", action="store_true",
                        help="leave GPU tests this machine cannot run out of the maximum (a GPU grader awards them)")
-    grade.add_argument("--classroom", action="store_true",
-                       help="print GitHub Classroom autograding steps, one per exercise, and exit")
+    grade.add_argument("--jobs", type=int, default=1, metavar="N",
+                       help="grade N submissions at once, each worker with one of this machine's GPUs (needs "
+                            "bubblewrap); the reports are those of grading them one by one")
+    elsewhere = grade.add_mutually_exclusive_group()
+    elsewhere.add_argument("--workflow", action="store_true",
+                           help="print a GitHub Actions workflow that grades these notebooks (paths in the "
+                                "student's repository) with these options on every push, and exit")
+    elsewhere.add_argument("--gradescope", metavar="BUNDLE.zip",
+                           help="write a Gradescope autograder bundle that grades these notebooks (the names "
+                                "students upload) with these options, and exit")
     grade.set_defaults(run=_grade)
     benchmark = commands.add_parser("bench", help="time GEMMs on this GPU, in the manner of cutlass_profiler")
     benchmarks = benchmark.add_subparsers(dest="bench_command", required=True, metavar="BENCH_COMMAND")

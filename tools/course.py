@@ -1,6 +1,7 @@
 """Set up the course's .venv and run it, on Linux, macOS and Windows: the one set-up the Makefile also uses.
 
     python tools/course.py setup      # create .venv, install torch for this machine, then the course (once)
+    python tools/course.py setup --extras grade   # only what grading needs (a CI workflow, a Gradescope image)
     python tools/course.py lab        # set up, then open the lessons in JupyterLab (extra arguments go to it)
     python tools/course.py test       # set up, then `cutecourse build --check` and the CPU suite (pytest --nbval, 2 workers)
 
@@ -71,9 +72,11 @@ def venv_script(name: str, venv: Path = VENV, system: str | None = None) -> Path
     return venv / ("Scripts" if windows else "bin") / (f"{name}.exe" if windows else name)
 
 
-def _stamp() -> str:
-    """What the installed .venv was made from: a change to pyproject.toml or the torch pin redoes the set-up."""
-    return hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + TORCH_VERSION.encode()).hexdigest()
+def _stamp(extras: str) -> str:
+    """What the installed .venv was made from: a change to pyproject.toml, the torch pin or the extras redoes the
+    set-up."""
+    return hashlib.sha256((ROOT / "pyproject.toml").read_bytes() + TORCH_VERSION.encode()
+                          + extras.encode()).hexdigest()
 
 
 def _run(command: list[str], dry_run: bool) -> int:
@@ -81,15 +84,16 @@ def _run(command: list[str], dry_run: bool) -> int:
     return 0 if dry_run else subprocess.call([str(c) for c in command], cwd=ROOT)
 
 
-def setup(dry_run: bool = False) -> Path:
-    """Create .venv and install torch and the course into it, unless that was already done for this pyproject."""
+def setup(dry_run: bool = False, extras: str = EXTRAS) -> Path:
+    """Create .venv and install torch and the course with `extras` into it, unless that was already done for this
+    pyproject."""
     if sys.version_info < (3, 10):
         raise SystemExit(f"cutecourse needs Python 3.10+; this is {platform.python_version()} ({sys.executable}). "
                          "Run it with a newer one, e.g. `python3.12 tools/course.py setup` (make: "
                          "`make PYTHON_BOOT=python3.12 lab`; Windows: `py -3.12 tools\\course.py setup`), or use "
                          "conda: conda env create -f environment.yml && conda activate cutecourse")
     python, stamp = venv_python(), VENV / ".installed"
-    if not dry_run and stamp.exists() and stamp.read_text() == _stamp():
+    if not dry_run and stamp.exists() and stamp.read_text() == _stamp(extras):
         return python
     if not python.exists() and _run([sys.executable, "-m", "venv", VENV], dry_run):
         raise SystemExit(f"could not create {VENV}; on Debian/Ubuntu: sudo apt install python3-venv")
@@ -103,11 +107,11 @@ def setup(dry_run: bool = False) -> Path:
             if i == len(tries) - 1:
                 raise SystemExit(f"could not install torch into {VENV}; the commands above show why. Install it "
                                  f"yourself ({python} -m pip install torch), then run this again")
-    if _run(pip + ["-q", "-e", f".[{EXTRAS}]"], dry_run):
+    if _run(pip + ["-q", "-e", f".[{extras}]"], dry_run):
         raise SystemExit(f"installing the course failed (see above); fix that, then run: {sys.executable} "
                          f"tools/course.py setup")
     if not dry_run:
-        stamp.write_text(_stamp())
+        stamp.write_text(_stamp(extras))
     return python
 
 
@@ -147,14 +151,16 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     s = commands.add_parser("setup", help="create .venv and install torch and the course (once)")
     s.add_argument("--dry-run", action="store_true", help="print the commands; run none")
+    s.add_argument("--extras", default=EXTRAS, help=f"the course's extras to install (default {EXTRAS}; grading "
+                                                    "needs only: grade)")
     commands.add_parser("lab", help="set up, then JupyterLab on notebooks/ (other arguments go to jupyter lab)")
     t = commands.add_parser("test", help="set up, then build --check and pytest --nbval (other arguments: pytest)")
     t.add_argument("--python", help="run the tests with this interpreter instead; skips the set-up")
     args, extra = parser.parse_known_args(argv)
     if args.command == "setup":
         if extra:
-            parser.error(f"setup takes no arguments other than --dry-run; got {' '.join(extra)}")
-        setup(args.dry_run)
+            parser.error(f"setup takes no arguments other than --dry-run and --extras; got {' '.join(extra)}")
+        setup(args.dry_run, args.extras)
         return 0
     if args.command == "lab":
         return lab(extra)

@@ -96,3 +96,9 @@ def test_the_colab_rule_notices_ipywidgets_in_the_hard_dependencies(tmp_path, mo
     (tmp_path / "pyproject.toml").write_text(text)
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert jupyter_in_hard_dependencies() == {"ipywidgets"}
+
+
+def test_the_grade_extra_is_within_dev():
+    """The grade extra is what a grading machine installs; a developer's dev extra has all of it."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    assert extras["grade"] and set(extras["grade"]) <= set(extras["dev"])

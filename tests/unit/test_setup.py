@@ -49,6 +49,14 @@ def test_dry_run_prints_this_machines_torch_and_the_course_install():
     assert "-m pip install -q -e '.[dev,lab]'" in out.stdout
 
 
+def test_a_grading_machine_installs_only_the_grade_extra():
+    out = subprocess.run([sys.executable, str(ROOT / "tools" / "course.py"), "setup", "--dry-run", "--extras",
+                          "grade"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "-m pip install -q -e '.[grade]'" in out.stdout and "dev" not in out.stdout
+    assert course._stamp("grade") != course._stamp("dev,lab")  # a .venv made for one is redone for the other
+
+
 def test_old_python_is_told_which_command_to_run(monkeypatch):
     monkeypatch.setattr(sys, "version_info", (3, 9, 18))
     with pytest.raises(SystemExit, match=r"needs Python 3\.10\+.*py -3\.12 tools\\course\.py setup"):

@@ -1,0 +1,228 @@
+"""Grading a class elsewhere: a GitHub Actions workflow of the course's own, and a Gradescope autograder bundle.
+
+Both run one `cutecourse grade` over a student's notebooks with the options given when they were made
+(`batch.flags`), so a student's notebooks are graded once per push or upload, not once per exercise: a submission
+whose kernel hangs costs the grade's deadline once. Neither needs GitHub Classroom, whose autograding actions are
+being discontinued.
+
+- `workflow` is a complete ``.github/workflows/*.yml`` for a template repository: it checks the student's repository
+  out, then the course (its masters and hidden tests: `vars.CUTECOURSE_REPOSITORY`, `vars.CUTECOURSE_REF` and, for a
+  private course, `secrets.CUTECOURSE_TOKEN`), installs it with ``tools/course.py setup --extras grade``, grades,
+  writes the points to the job summary and as a notice, keeps the reports as an artifact, and fails the job unless
+  every point was earned. The workflow runs in the student's repository, which the student controls: its grade is
+  feedback, and the grade of record comes from a grader the students cannot edit (a local batch, Gradescope, Modal).
+- `gradescope_bundle` is the zip Gradescope's "Zip file upload" takes: ``setup.sh`` (run once, as root, when
+  Gradescope builds the image), ``run_autograder`` (run per submission; it leaves ``results.json`` in
+  ``/autograder/results``), the package, the masters and the hidden tests of the lessons graded.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import zipfile
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from cutecourse.grading import batch, grader
+from cutecourse.grading.build import BRANCH, Repository
+
+#: Where the workflow checks the course out, inside the student's workspace.
+COURSE_DIR = ".cutecourse"
+#: GitHub's rule for job and step ids (a letter or _, then letters, digits, - and _).
+ID = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+#: Minutes the workflow's job may take beyond its grade's deadline: a runner installs torch and the course first.
+INSTALL_MINUTES = 20
+
+
+def _relative(submission: str) -> str:
+    path = PurePosixPath(submission)
+    if path.is_absolute() or ".." in path.parts or path.suffix != ".ipynb":
+        raise ValueError(f"submission {submission!r}: give the notebook's path inside the student's repository, "
+                         f"e.g. exercises/02_layouts.ipynb")
+    return path.as_posix()
+
+
+def _plan(submissions: list[str], course: grader.Course, options: dict[str, Any]) -> tuple[list[str], float]:
+    """The submissions as relative paths, checked to name lessons of the course, and the seconds grading them takes
+    at most."""
+    names = [_relative(s) for s in submissions]
+    seconds = 0.0
+    for name in names:
+        lesson = grader.lesson_of(Path(name), course, options.get("lesson"))
+        checks, hidden = grader.planned(course, lesson, nbval=options.get("nbval", True),
+                                        hidden=options.get("hidden", True), exercises=batch.exercises_of(options))
+        seconds += options.get("timeout", 120.0) * max(1, checks + len(hidden))
+    return names, seconds
+
+
+def _revision(root: Path) -> str:
+    """The commit the course is at (so students are graded by the masters they were given), else the branch."""
+    try:
+        found = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                               timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return BRANCH
+    return found.stdout.strip() if found.returncode == 0 and found.stdout.strip() else BRANCH
+
+
+def _grade_command(names: list[str], course: grader.Course, options: dict[str, Any], *, course_dir: str,
+                  out: str) -> str:
+    """`cutecourse grade` as a generated script runs it: the course checked out at `course_dir`."""
+    repo = Repository.of(course.root)
+    inside = course.root.relative_to(repo.root).as_posix()
+    root = course_dir if inside == "." else f"{course_dir}/{inside}"
+    where = ["--course", root]
+    if course.hidden != course.root / "tests" / "hidden":
+        where += ["--hidden", f"{course_dir}/{course.hidden.relative_to(repo.root).as_posix()}"]
+    return shlex.join(["cutecourse", "grade", *names, *where, *batch.flags(options), "--out", out])
+
+
+def workflow(submissions: list[str], course: grader.Course, options: dict[str, Any]) -> str:
+    """A GitHub Actions workflow that grades `submissions` (paths in the student's repository) on every push."""
+    names, seconds = _plan(submissions, course, options)
+    repo = Repository.of(course.root)
+    slug = repo.url.removeprefix("https://github.com/")
+    command = _grade_command(names, course, options, course_dir=COURSE_DIR, out="grading")
+    minutes = INSTALL_MINUTES + int(seconds // 60) + 1
+    points = ("python -c \"import json; r = json.load(open('grading/results.json')); "
+              "print(f\\\"::notice title=cutecourse::{r['score']}/{r['max_score']} points\\\")\"")
+    return f"""\
+# Autograding for the cutecourse notebooks, written by:
+#   cutecourse grade --workflow {shlex.join([*names, *batch.flags(options)])}
+# Put it in the template repository as .github/workflows/cutecourse.yml. It needs no GitHub Classroom: every push
+# grades the notebooks with the course's masters and hidden tests, the job summary shows the points, and the job
+# fails unless every point was earned. The course comes from the repository variable CUTECOURSE_REPOSITORY (default
+# {slug}) at CUTECOURSE_REF; a private course needs the secret CUTECOURSE_TOKEN (a read-only token for it).
+# GitHub's runners have no GPU: GPU tests show as not run.
+name: cutecourse grading
+on:
+  push:
+  workflow_dispatch:
+permissions:
+  contents: read
+jobs:
+  grade:
+    name: Grade the notebooks
+    runs-on: ubuntu-24.04
+    timeout-minutes: {minutes}
+    steps:
+      - name: Check out the submission
+        uses: actions/checkout@v4
+      - name: Check out the course
+        uses: actions/checkout@v4
+        with:
+          repository: ${{{{ vars.CUTECOURSE_REPOSITORY || '{slug}' }}}}
+          ref: ${{{{ vars.CUTECOURSE_REF || '{_revision(repo.root)}' }}}}
+          token: ${{{{ secrets.CUTECOURSE_TOKEN || github.token }}}}
+          path: {COURSE_DIR}
+      - name: Set up Python
+        uses: actions/setup-python@v5
+        with:
+          python-version: "3.12"
+      - name: Install the course, and bubblewrap for the grader's jail
+        run: |
+          sudo apt-get update -q
+          sudo apt-get install -y -q --no-install-recommends bubblewrap
+          # Ubuntu 24.04's AppArmor keeps unprivileged user namespaces, and so bubblewrap, from working.
+          sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0
+          python {COURSE_DIR}/tools/course.py setup --extras grade
+          echo "$PWD/{COURSE_DIR}/.venv/bin" >> "$GITHUB_PATH"
+      - name: Grade
+        id: grade
+        run: |
+          set +e
+          {command}
+          echo "exit_code=$?" >> "$GITHUB_OUTPUT"
+      - name: Points
+        if: always()
+        run: |
+          cat grading/summary.md >> "$GITHUB_STEP_SUMMARY"
+          {points}
+      - name: Keep the reports
+        if: always()
+        uses: actions/upload-artifact@v4
+        with:
+          name: grading
+          path: grading
+      - name: Full points, or fail
+        run: exit "${{{{ steps.grade.outputs.exit_code }}}}"
+"""
+
+
+SETUP_SH = """\
+#!/usr/bin/env bash
+# Gradescope runs this once, as root, when it builds the autograder's image (choose the Ubuntu 24.04 base image).
+set -euo pipefail
+SOURCE="${AUTOGRADER:-/autograder}/source"
+apt-get update -q
+DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends python3 python3-venv python3-pip \\
+  bubblewrap git
+python3 "$SOURCE/tools/course.py" setup --extras grade
+# Docker keeps bubblewrap from making namespaces, so the grader runs learner code as uid 65534; it refuses to unless
+# that uid can read none of the answers: the hidden tests and the checks (the references) are root's alone.
+chmod -R go-rwx "$SOURCE/tests/hidden" "$SOURCE/cutecourse/grading/checks"
+"$SOURCE/.venv/bin/cutecourse" doctor
+"""
+
+RUN_AUTOGRADER = """\
+#!/usr/bin/env bash
+# Gradescope runs this for every submission: the student's files are in /autograder/submission, and it shows
+# /autograder/results/results.json. Written by: cutecourse grade --gradescope {bundle} {names}
+set -uo pipefail
+AUTOGRADER="${{AUTOGRADER:-/autograder}}"
+SOURCE="$AUTOGRADER/source"
+PYTHON="${{CUTECOURSE_PYTHON:-$SOURCE/.venv/bin/python}}"
+mkdir -p "$AUTOGRADER/results"
+cd "$AUTOGRADER/submission" || exit 1
+rm -f "$AUTOGRADER/results/results.json"
+PATH="$(dirname "$PYTHON"):$PATH" {command} 2> "$AUTOGRADER/results/grader.log"
+status=$?
+cat "$AUTOGRADER/results/grader.log" >&2
+# The exit code says whether every point was earned; Gradescope reads the points from results.json. A grader that
+# stopped before writing it (exit code 2: it cannot grade here) still leaves a results.json that says why.
+if [ ! -s "$AUTOGRADER/results/results.json" ]; then
+  "$PYTHON" - "$AUTOGRADER/results" "$status" <<'EOF'
+import json, pathlib, sys
+results, status = pathlib.Path(sys.argv[1]), sys.argv[2]
+why = (results / "grader.log").read_text(errors="replace")[-2000:]
+(results / "results.json").write_text(json.dumps({{"score": 0, "output": f"the grader stopped (exit code {{status}}) "
+                                                  f"before writing its report; tell your instructor:\\n{{why}}"}}))
+EOF
+fi
+exit 0
+"""
+
+
+def gradescope_bundle(submissions: list[str], course: grader.Course, options: dict[str, Any], bundle: Path) -> Path:
+    """Write Gradescope's autograder zip for `submissions` (the file names students upload) to `bundle`."""
+    names, _ = _plan(submissions, course, options)
+    lessons = sorted({grader.lesson_of(Path(n), course, options.get("lesson")) for n in names})
+    package = grader.PACKAGE_DIR
+    checkout = package.parent
+    members: dict[str, Path] = {}
+    for name in ("pyproject.toml", "README.md", "tools/course.py"):
+        members[name] = checkout / name
+    for path in sorted(package.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            members[f"cutecourse/{path.relative_to(package).as_posix()}"] = path
+    for lesson in lessons:
+        members[f"exercises/{lesson}.ipynb"] = course.master(lesson)
+        hidden = course.hidden / f"test_{lesson}.py"
+        if hidden.exists():
+            members[f"tests/hidden/test_{lesson}.py"] = hidden
+    # In the bundle the course is laid out as a checkout: --course is its root, the hidden tests in tests/hidden.
+    command = " ".join(["cutecourse", "grade", *map(shlex.quote, names), "--course", '"$SOURCE"',
+                        *map(shlex.quote, batch.flags(options)), "--out", '"$AUTOGRADER/results"'])
+    scripts = {"setup.sh": SETUP_SH,
+               "run_autograder": RUN_AUTOGRADER.format(bundle=bundle.name, names=shlex.join(names), command=command)}
+    bundle.parent.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(bundle, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, text in scripts.items():
+            info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
+            info.external_attr = 0o100755 << 16
+            z.writestr(info, text)
+        for name, path in members.items():
+            z.write(path, name)
+    return bundle

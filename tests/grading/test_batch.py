@@ -1,0 +1,108 @@
+"""`cutecourse grade --jobs N`: a class graded side by side writes exactly the reports of grading it one by one, one
+GPU per worker, and a worker that dies or hangs costs only its own submission."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from cutecourse.cli import main
+from cutecourse.grading import batch, grader, isolation, reports
+
+from .conftest import SOLUTION_0_1, WRONG_0_1, jailed
+
+pytestmark = pytest.mark.slow
+TIMEOUT = 20
+REPORTS = ("results.json", "junit.xml", "grades.csv", "summary.md")
+#: Kills every process it can signal: in bubblewrap, only its own jail's.
+KILLS_ALL = "import os, signal\ntry:\n    os.kill(-1, signal.SIGKILL)\nexcept OSError:\n    pass\n" + SOLUTION_0_1
+
+
+def test_jobs_write_byte_for_byte_the_reports_of_grading_one_by_one(demo_course, make_submission, tmp_path):
+    if not jailed():
+        pytest.skip("workers run side by side only in bubblewrap (sudo apt-get install bubblewrap)")
+    paths = [make_submission("batch_right", {"0.1": SOLUTION_0_1}), make_submission("batch_wrong", {"0.1": WRONG_0_1}),
+             make_submission("batch_kills_all", {"0.1": KILLS_ALL}),
+             make_submission("batch_right_again", {"0.1": SOLUTION_0_1})]
+    unreadable = tmp_path / "unreadable" / "00_demo.ipynb"
+    unreadable.parent.mkdir()
+    unreadable.write_text("{not json")
+    paths.insert(2, unreadable)
+    args = ["grade", *map(str, paths), "--course", str(demo_course.root), "--hidden", str(demo_course.hidden),
+            "--timeout", str(TIMEOUT), "--exercise", "0.1"]
+    assert main(args + ["--out", str(tmp_path / "one_by_one")]) == 1
+    assert main(args + ["--out", str(tmp_path / "jobs"), "--jobs", "3"]) == 1
+    for name in REPORTS:
+        assert (tmp_path / "jobs" / name).read_bytes() == (tmp_path / "one_by_one" / name).read_bytes(), name
+    rows = [line.split(",") for line in (tmp_path / "jobs" / "grades.csv").read_text().splitlines()[1:]]
+    assert [r[0] for r in rows] == list(map(str, paths))  # in the order given, whatever finished first
+    # The submission that killed what it could harmed no neighbour: both right answers have every point.
+    assert [r[2:4] for r in rows] == [["3", "3"], ["0", "3"], ["0", "3"], ["3", "3"], ["3", "3"]]
+
+
+def test_a_worker_that_dies_or_hangs_costs_only_its_own_submission(demo_course, make_submission, monkeypatch):
+    path = make_submission("worker_dies", {"0.1": SOLUTION_0_1})
+    died = batch.in_worker(path, demo_course, {"no_such_option": 1}, None)  # the worker raises before grading
+    assert died.score == 0 and died.max_score == 7 and died.lesson == "00_demo"
+    assert "without a report" in died.tests[0].output and "no_such_option" in died.tests[0].output
+    monkeypatch.setattr(batch, "worker_limit", lambda *a: 0.5)
+    started = time.monotonic()
+    hung = batch.in_worker(path, demo_course, {"timeout": TIMEOUT}, None)
+    assert time.monotonic() - started < 30
+    assert hung.score == 0 and "ran past 0.5 s and was stopped" in hung.tests[0].output
+
+
+def test_each_worker_gets_one_gpu_and_reports_keep_the_order_given(demo_course, monkeypatch):
+    monkeypatch.setattr(batch, "visible_gpus", lambda: ["0", "1"])
+    monkeypatch.setattr(isolation, "choose", lambda *a: isolation.Isolation("bwrap", "test"))
+    lock, busy, seen = threading.Lock(), {}, []
+
+    def fake_worker(submission, course, options, gpu):
+        with lock:
+            busy[gpu] = busy.get(gpu, 0) + 1
+            seen.append((gpu, sum(busy.values())))
+        time.sleep(0.2 if submission.startswith("a") else 0.05)  # the first finishes last
+        with lock:
+            busy[gpu] -= 1
+        return grader.Report(submission, "00_demo")
+
+    monkeypatch.setattr(batch, "in_worker", fake_worker)
+    names = ["a.ipynb", "b.ipynb", "c.ipynb", "d.ipynb", "e.ipynb"]
+    found = batch.grade_many(names, demo_course, {}, jobs=3, progress=False)
+    assert [r.submission for r in found] == names
+    assert {gpu for gpu, _ in seen} == {"0", "1"} and max(n for _, n in seen) <= 3
+
+
+def test_visible_gpus_follow_cuda_visible_devices(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2, 3")
+    assert batch.visible_gpus() == ["2", "3"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
+    assert batch.visible_gpus() == []
+
+
+def test_jobs_refuse_the_shared_uid_fallback(demo_course, monkeypatch, capsys):
+    monkeypatch.setattr(isolation, "choose", lambda *a: isolation.Isolation("uid", "uid 65534 (test)"))
+    with pytest.raises(isolation.IsolationError, match="--jobs 2 needs bubblewrap.*--jobs 1"):
+        batch.grade_many(["x.ipynb"], demo_course, {}, jobs=2)
+    assert main(["grade", "x.ipynb", "--course", str(demo_course.root), "--jobs", "2"]) == 2
+    assert "could signal or trace one another" in capsys.readouterr().err
+    assert main(["grade", "x.ipynb", "--course", str(demo_course.root), "--jobs", "0"]) == 2
+
+
+@pytest.mark.parametrize("options", [
+    {"nbval": True, "hidden": True, "timeout": 120.0, "lesson": None, "exercise": None, "isolation_kind": "auto",
+     "gpu_elsewhere": False},
+    {"nbval": False, "hidden": True, "timeout": 30.0, "lesson": "00_demo", "exercise": "0.2", "isolation_kind": "bwrap",
+     "gpu_elsewhere": True},
+    {"nbval": True, "hidden": False, "timeout": 7.5, "lesson": None, "exercise": "0.1", "isolation_kind": "none",
+     "gpu_elsewhere": False},
+])
+def test_the_flags_a_workflow_runs_grade_with_the_same_options(options, demo_course, monkeypatch):
+    got = {}
+    monkeypatch.setattr(isolation, "choose", lambda *a: isolation.Isolation("bwrap", "test"))
+    monkeypatch.setattr(batch, "grade_many", lambda subs, course, opts, **kw: got.update(opts) or [])
+    monkeypatch.setattr(reports, "write", lambda *a: [])
+    main(["grade", "x.ipynb", "--course", str(demo_course.root), *batch.flags(options)])
+    assert got == options
