@@ -21,6 +21,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Sequence
 
 import modal
 
@@ -35,7 +36,7 @@ TIMEOUT = 4 * 3600  # seconds: Modal's session limit for this lab; the work on t
 PORT = 8888
 # Never baked into the image: local environments, caches and build output.
 IGNORE = [".venv", ".git", "**/__pycache__", "**/.ipynb_checkpoints", ".pytest_cache", ".hypothesis", "build",
-          "*.egg-info", "artifacts", ".gpu"]
+          "*.egg-info", "artifacts", ".gpu", ".gpu1", ".gpu2", ".debs"]
 
 
 def _setup_script():
@@ -49,28 +50,33 @@ def _setup_script():
 setup_script = _setup_script()
 
 
-def requirements() -> list[str]:
-    """pyproject.toml's dependencies and the extras `make lab` installs, with torch pinned as there (PyPI's Linux
-    wheel is the CUDA build)."""
+def requirements(extras: str = setup_script.EXTRAS) -> list[str]:
+    """pyproject.toml's dependencies and its `extras` (comma-separated; by default those `make lab` installs), with
+    torch pinned as there (PyPI's Linux wheel is the CUDA build)."""
     if sys.version_info >= (3, 11):
         import tomllib
     else:
         import tomli as tomllib  # cutecourse's own dependency on 3.10
     project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    extras = [project["optional-dependencies"][e] for e in setup_script.EXTRAS.split(",")]
+    optional = project["optional-dependencies"]
     deps = [d for d in project["dependencies"] if not d.replace(" ", "").startswith("torch>")]
-    return [f"torch=={setup_script.TORCH_VERSION}", *deps, *(d for extra in extras for d in extra)]
+    return [f"torch=={setup_script.TORCH_VERSION}", *deps, *(d for e in extras.split(",") for d in optional[e])]
 
 
-image = (
-    modal.Image.debian_slim(python_version="3.12")
-    .apt_install("make")
-    .pip_install(*requirements())
-    .add_local_dir(ROOT, COURSE, copy=True, ignore=IGNORE)
-    .run_commands(f"pip install --no-deps -e {COURSE}")
-    # The Makefile runs an interpreter named by PYTHON as it is: `make test-gpu` builds no .venv here.
-    .env({"PYTHON": "python"})
-)
+def course_image(apt_package: str, extras: str = setup_script.EXTRAS, ignore: Sequence[str] = IGNORE) -> modal.Image:
+    """This checkout, less `ignore`, installed at COURSE on Python 3.12 with `apt_package` and `requirements(extras)`;
+    the requirements are a layer of their own, rebuilt only when they change (cloud/modal_grade.py builds on it too)."""
+    return (
+        modal.Image.debian_slim(python_version="3.12")
+        .apt_install(apt_package)
+        .pip_install(*requirements(extras))
+        .add_local_dir(ROOT, COURSE, copy=True, ignore=ignore)
+        .run_commands(f"pip install --no-deps -e {COURSE}")
+    )
+
+
+# The Makefile runs an interpreter named by PYTHON as it is: `make test-gpu` builds no .venv here.
+image = course_image("make").env({"PYTHON": "python"})
 app = modal.App("cutecourse-lab")
 volume = modal.Volume.from_name(VOLUME, create_if_missing=True)
 

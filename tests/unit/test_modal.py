@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import io
 import json
 import os
 import re
@@ -20,6 +19,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 
@@ -33,16 +33,16 @@ else:
 IMAGE_STEPS = ("debian_slim", "apt_install", "pip_install", "add_local_dir", "run_commands", "env")
 
 
-def load_app(name: str = "modal_lab"):
-    spec = importlib.util.spec_from_file_location(name, APP)
+def load_app(name: str = "modal_lab", path: Path = APP):
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-@pytest.fixture(scope="module")
-def defined():
-    """The app imported with Modal's App.function and Image builders recording what they are given."""
+def record(load: Callable[[], Any]) -> tuple[Any, list[tuple[str, tuple, dict]], list[dict]]:
+    """The module `load()` imports, with what Modal's Image builders (the steps, in order) and App.function (the
+    keyword arguments of each) were given meanwhile."""
     calls: list[tuple[str, tuple, dict]] = []
     patch = pytest.MonkeyPatch()
     real_function = modal.App.function
@@ -61,12 +61,18 @@ def defined():
             patch.setattr(modal.Image, name, lambda self, *a, _r=real, _n=name, **k: calls.append(
                 (_n, a, k)) or _r(self, *a, **k))
     try:
-        module = load_app()
+        module = load()
     finally:
         patch.undo()
     steps = [(n, a, k) for n, a, k in calls if n != "function"]
     functions = [k for n, _, k in calls if n == "function"]
     return module, steps, functions
+
+
+@pytest.fixture(scope="module")
+def defined():
+    """The app imported with Modal's App.function and Image builders recording what they are given."""
+    return record(load_app)
 
 
 def test_the_lab_gets_an_h100_four_hours_and_the_volume(defined):
@@ -99,7 +105,8 @@ def test_the_image_leaves_local_environments_and_caches_out(defined):
     module, steps, _ = defined
     ignored = modal.FilePatternMatcher(*steps[3][2]["ignore"])
     for path in (".venv/bin/python", ".git/HEAD", "tests/unit/__pycache__/x.pyc", "cutecourse.egg-info/PKG-INFO",
-                 "notebooks/.ipynb_checkpoints/01-checkpoint.ipynb", ".pytest_cache/v/cache"):
+                 "notebooks/.ipynb_checkpoints/01-checkpoint.ipynb", ".pytest_cache/v/cache", ".gpu2/setup.sh",
+                 ".debs/bubblewrap.deb"):
         assert ignored(Path(path)), path
     for path in ("cutecourse/env.py", "pyproject.toml", "tools/course.py", "Makefile", "notebooks/02_layouts.ipynb",
                  "tests/gpu/conftest.py"):

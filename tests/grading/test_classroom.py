@@ -1,0 +1,259 @@
+"""`cutecourse grade --workflow` and `--gradescope`: a GitHub Actions workflow that GitHub accepts and whose commands
+grade as written, and a Gradescope bundle whose run_autograder grades the demo course on a CPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cutecourse import env as machine
+from cutecourse.cli import main
+from cutecourse.grading import classroom, grader, isolation, reports
+
+from .conftest import DEMO, ROOT, jailed
+
+pytestmark = pytest.mark.slow
+EXPRESSION = re.compile(r"\$\{\{(.*?)\}\}")
+#: What a GitHub expression may read here: contexts, and string literals.
+CONTEXTS = re.compile(r"(vars|secrets|steps|github)\.[A-Za-z_][A-Za-z0-9_.-]*|'[^']*'|\|\|")
+
+
+def workflow(capsys, *args: str) -> str:
+    assert main(["grade", "--workflow", *args]) == 0
+    return capsys.readouterr().out
+
+
+def test_the_workflow_is_one_job_github_accepts_without_classroom(capsys):
+    text = workflow(capsys, "exercises/02_layouts.ipynb", "exercises/05_tiled_mma.ipynb", "--gpu-graded-elsewhere")
+    doc = yaml.safe_load(text)
+    assert set(doc) == {"name", True, "permissions", "jobs"}  # YAML 1.1 reads the key `on` as True
+    assert set(doc[True]) == {"push", "workflow_dispatch"} and doc["permissions"] == {"contents": "read"}
+    assert all(classroom.ID.fullmatch(job) for job in doc["jobs"])
+    (job,) = doc["jobs"].values()
+    assert isinstance(job["timeout-minutes"], int) and job["timeout-minutes"] > classroom.INSTALL_MINUTES
+    ids = [s["id"] for s in job["steps"] if "id" in s]
+    assert ids and all(classroom.ID.fullmatch(i) for i in ids) and len(ids) == len(set(ids))
+    for step in job["steps"]:
+        assert ("uses" in step) != ("run" in step), step
+        assert "name" in step
+        if "uses" in step:
+            assert re.fullmatch(r"actions/(checkout|setup-python|upload-artifact)@v\d+", step["uses"]), step
+    for expression in EXPRESSION.findall(text):
+        assert CONTEXTS.sub("", expression).strip() == "", expression
+        for step_id in re.findall(r"steps\.([A-Za-z0-9_-]+)\.", expression):
+            assert step_id in ids
+    assert "classroom" not in text.lower().replace("no github classroom", "")
+    grade = next(s["run"] for s in job["steps"] if s.get("id") == "grade")
+    assert ("cutecourse grade exercises/02_layouts.ipynb exercises/05_tiled_mma.ipynb --course .cutecourse "
+            "--timeout 120 --gpu-graded-elsewhere --out grading") in grade
+
+
+def test_the_workflow_refuses_what_a_student_repository_cannot_hold(capsys):
+    for bad in ("/home/me/02_layouts.ipynb", "../02_layouts.ipynb", "02_layouts.py", "99_nothing.ipynb"):
+        assert main(["grade", "--workflow", bad]) == 2
+        assert "cutecourse grade: " in capsys.readouterr().err
+
+
+def run_step(script: str, workspace: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """A `run:` step as GitHub runs it: bash -e with pipefail, in the workspace, with its output files."""
+    outputs = dict(line.split("=", 1) for line in Path(env["GITHUB_OUTPUT"]).read_text().split())
+    script = EXPRESSION.sub(lambda m: outputs[m.group(1).strip().rsplit(".", 1)[1]], script)
+    return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script], cwd=workspace,
+                          env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_the_workflow_grades_as_written(capsys, tmp_path, monkeypatch):
+    if not jailed():
+        pytest.skip("grades in bubblewrap (sudo apt-get install bubblewrap)")
+    monkeypatch.chdir(tmp_path)  # the submission's path as the student's repository holds it
+    text = workflow(capsys, "00_demo.ipynb", "--course", str(DEMO), "--hidden", str(DEMO / "hidden"),
+                    "--timeout", "30", "--gpu-graded-elsewhere")
+    steps = {s["name"]: s for s in yaml.safe_load(text)["jobs"]["grade"]["steps"]}
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / classroom.COURSE_DIR).symlink_to(ROOT)  # the course checkout step, done
+    shutil.copy(DEMO / "solutions" / "00_demo.ipynb", workspace / "00_demo.ipynb")  # the submission checkout
+    env = dict(os.environ, GITHUB_OUTPUT=str(tmp_path / "output"), GITHUB_STEP_SUMMARY=str(tmp_path / "summary"),
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # the install step's PATH
+    Path(env["GITHUB_OUTPUT"]).write_text("")
+    install = steps["Install the course, and bubblewrap for the grader's jail"]["run"]
+    assert f"{classroom.COURSE_DIR}/tools/course.py setup --extras grade" in install
+    graded = run_step(steps["Grade"]["run"], workspace, env)
+    assert graded.returncode == 0, graded.stderr
+    assert Path(env["GITHUB_OUTPUT"]).read_text() == "exit_code=0\n"
+    points = run_step(steps["Points"]["run"], workspace, env)
+    most = 7 if machine.gpu_missing(80) is None else 3
+    assert points.returncode == 0 and f"::notice title=cutecourse::{most}/{most} points" in points.stdout
+    assert Path(env["GITHUB_STEP_SUMMARY"]).read_text().startswith("| submission | lesson | points |")
+    assert run_step(steps["Full points, or fail"]["run"], workspace, env).returncode == 0
+    # The reports are those of the same command typed by hand.
+    here = tmp_path / "by_hand"
+    monkeypatch.chdir(workspace)
+    main(["grade", "00_demo.ipynb", "--course", str(DEMO), "--hidden", str(DEMO / "hidden"), "--timeout", "30",
+          "--gpu-graded-elsewhere", "--out", str(here)])
+    assert (workspace / "grading" / "grades.csv").read_text() == (here / "grades.csv").read_text()
+    # A wrong answer fails the job.
+    nb = json.loads((workspace / "00_demo.ipynb").read_text())
+    for cell in nb["cells"]:
+        if "def row_major_strides" in "".join(cell["source"]):
+            cell["source"] = "def row_major_strides(shape):\n    return (1,) * len(shape)\n"
+    (workspace / "00_demo.ipynb").write_text(json.dumps(nb))
+    Path(env["GITHUB_OUTPUT"]).write_text("")
+    assert run_step(steps["Grade"]["run"], workspace, env).returncode == 0
+    assert run_step(steps["Full points, or fail"]["run"], workspace, env).returncode == 1
+
+
+@pytest.fixture
+def bundle(tmp_path, capsys) -> Path:
+    out = tmp_path / "autograder.zip"
+    assert main(["grade", "--gradescope", str(out), "00_demo.ipynb", "--course", str(DEMO), "--hidden",
+                 str(DEMO / "hidden"), "--timeout", "30"]) == 0
+    assert capsys.readouterr().out == f"wrote {out}\n"
+    return out
+
+
+def unpack(bundle: Path, autograder: Path) -> Path:
+    """The bundle as Gradescope lays it out: /autograder/source, with the scripts' modes kept."""
+    source = autograder / "source"
+    with zipfile.ZipFile(bundle) as z:
+        z.extractall(source)
+        for info in z.infolist():
+            os.chmod(source / info.filename, (info.external_attr >> 16) & 0o777 or 0o644)
+    (autograder / "submission").mkdir()
+    return source
+
+
+def test_the_gradescope_bundle_holds_the_course_without_its_answers(bundle):
+    with zipfile.ZipFile(bundle) as z:
+        names = set(z.namelist())
+        modes = {i.filename: (i.external_attr >> 16) for i in z.infolist()}
+    assert {"setup.sh", "run_autograder", "pyproject.toml", "tools/course.py", "cutecourse/grading/grader.py",
+            "exercises/00_demo.ipynb", "tests/hidden/test_00_demo.py"} <= names
+    assert not any(n.startswith(("solutions/", ".git")) or "__pycache__" in n for n in names)
+    assert all(stat.S_IMODE(modes[s]) == 0o755 for s in ("setup.sh", "run_autograder"))
+
+
+def test_setup_sh_locks_away_exactly_what_the_grader_denies_learners(bundle, tmp_path):
+    source = unpack(bundle, tmp_path / "autograder")
+    assert subprocess.run(["bash", "-n", str(source / "setup.sh")]).returncode == 0
+    assert subprocess.run(["bash", "-n", str(source / "run_autograder")]).returncode == 0
+    text = (source / "setup.sh").read_text()
+    course = grader.Course.at(source)
+    denied = [Path(p) for p in course.deny() if Path(p).exists() and Path(p).is_relative_to(source)]
+    package = grader.PACKAGE_DIR
+    denied += [source / "cutecourse" / p.relative_to(package) for p in isolation.hidden_in_package(package)]
+    for path in denied:
+        assert f'"$SOURCE/{path.relative_to(source).as_posix()}"' in text, path
+    assert "tools/course.py\" setup --extras grade" in text
+
+
+def test_run_autograder_grades_the_demo_course_on_a_cpu(bundle, tmp_path, monkeypatch):
+    if not jailed():
+        pytest.skip("grades in bubblewrap (sudo apt-get install bubblewrap)")
+    autograder = tmp_path / "autograder"
+    source = unpack(bundle, autograder)
+    shutil.copy(DEMO / "solutions" / "00_demo.ipynb", autograder / "submission" / "00_demo.ipynb")
+    env = dict(os.environ, AUTOGRADER=str(autograder), CUTECOURSE_PYTHON=sys.executable)
+    done = subprocess.run([str(source / "run_autograder")], env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    results = json.loads((autograder / "results" / "results.json").read_text())
+    monkeypatch.chdir(autograder / "submission")
+    direct = grader.grade("00_demo.ipynb", grader.Course.at(source), timeout=30)
+    assert results == json.loads(json.dumps(reports.results_json([direct])))
+    assert results["score"] == (7 if machine.gpu_missing(80) is None else 3) and results["max_score"] == 7
+
+
+def test_run_autograder_leaves_results_json_when_the_grader_cannot_grade(bundle, tmp_path):
+    autograder = tmp_path / "autograder"
+    source = unpack(bundle, autograder)
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "python").symlink_to(sys.executable)
+    (fake / "cutecourse").write_text("#!/bin/sh\necho 'cutecourse grade: cannot isolate learner code here' >&2\n"
+                                     "exit 2\n")
+    (fake / "cutecourse").chmod(0o755)
+    env = dict(os.environ, AUTOGRADER=str(autograder), CUTECOURSE_PYTHON=str(fake / "python"))
+    done = subprocess.run([str(source / "run_autograder")], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0
+    results = json.loads((autograder / "results" / "results.json").read_text())
+    assert results["score"] == 0 and "exit code 2" in results["output"]
+    assert "cannot isolate learner code here" in results["output"]
+
+
+def test_a_missing_upload_is_named(bundle, tmp_path):
+    autograder = tmp_path / "autograder"
+    source = unpack(bundle, autograder)
+    env = dict(os.environ, AUTOGRADER=str(autograder), CUTECOURSE_PYTHON=sys.executable)
+    subprocess.run([str(source / "run_autograder")], env=env, capture_output=True, text=True, timeout=120)
+    results = json.loads((autograder / "results" / "results.json").read_text())
+    assert results["score"] == 0 and results["max_score"] == 7
+    assert "00_demo.ipynb was not handed in" in results["tests"][0]["output"]
+
+
+def readme_commands() -> list[str]:
+    """The commands of the README's "Grading a class" section: each line of its bash blocks and each inline command
+    line, continuations joined."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("### Grading a class", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```bash\n(.*?)```", section, re.S)
+    commands = [line for block in blocks for line in block.replace("\\\n", " ").splitlines() if line.strip()]
+    return commands + re.findall(r"`(git archive [^`]+)`", section)
+
+
+def test_the_readmes_grading_commands_run_as_written(monkeypatch, tmp_path, capsys):
+    import shlex
+
+    from cutecourse.grading import batch
+
+    monkeypatch.chdir(tmp_path)
+    seen = []
+    for command in readme_commands():
+        argv = shlex.split(command.split(" > ")[0])
+        if argv[:2] == ["mkdir", "-p"]:
+            continue
+        seen.append(argv[:2])
+        if argv[:2] == ["git", "archive"]:
+            listing = subprocess.run(f"{command.split(' | ')[0]} | tar -t", shell=True, cwd=ROOT,
+                                     capture_output=True, text=True, timeout=120)
+            files = listing.stdout.splitlines()
+            assert listing.returncode == 0 and "exercises/02_layouts.ipynb" in files, listing.stderr
+            assert not [f for f in files if f.startswith(("solutions/", "tests/hidden/")) or "demo/solutions" in f
+                        or "demo/hidden" in f]
+        elif argv[:2] == ["modal", "run"]:
+            import ast
+
+            app = ast.parse((ROOT / argv[2]).read_text())
+            entry = next(f for f in app.body if isinstance(f, ast.FunctionDef) and any(
+                "local_entrypoint" in ast.unparse(d) for d in f.decorator_list))
+            params = {a.arg.replace("_", "-") for a in entry.args.args}
+            assert {a[2:] for a in argv[3:] if a.startswith("--")} <= params, (argv, params)
+        elif "--jobs" in argv:
+            got = {}
+            (tmp_path / "class" / "ada").mkdir(parents=True, exist_ok=True)
+            shutil.copy(ROOT / "exercises" / "05_tiled_mma.ipynb", tmp_path / "class" / "ada")
+            monkeypatch.setattr(batch, "grade_many", lambda subs, course, options, jobs, say: got.update(
+                subs=subs, jobs=jobs) or [])
+            monkeypatch.setattr(reports, "write", lambda *a: [])
+            argv = [a for pattern in argv for a in (sorted(map(str, Path().glob(pattern))) if "*" in pattern
+                                                   else [pattern])]
+            main(argv[1:] + ["--course", str(ROOT)])
+            assert got == {"subs": ["class/ada/05_tiled_mma.ipynb"], "jobs": 8}
+        else:
+            assert argv[:2] == ["cutecourse", "grade"], command
+            assert main(argv[1:] + ["--course", str(ROOT)]) == 0, capsys.readouterr().err
+            out = capsys.readouterr().out
+            if "--workflow" in argv:
+                assert yaml.safe_load(out)["jobs"]["grade"]["steps"]
+            else:
+                assert zipfile.ZipFile(tmp_path / "autograder.zip").testzip() is None
+    assert sorted(seen) == sorted([["cutecourse", "grade"]] * 3 + [["modal", "run"], ["git", "archive"]])
