@@ -289,11 +289,24 @@ def _bindings(values: dict[int, Any]) -> dict[int, list[tuple[Any, str]]]:
     return found
 
 
+#: CUDA's names for a kernel's access outside its memory. Which one a stray access gets depends on where it lands (an
+#: unmapped page, another allocation's, a shared-memory window), which differs run to run and when submissions are
+#: graded side by side: the report says the one thing they mean, so the same kernel gets the same feedback.
+MEMORY_FAULTS = ("cudaErrorIllegalAddress", "cudaErrorInvalidAddressSpace", "cudaErrorLaunchFailure",
+                 "an illegal memory access was encountered", "operation not supported on global/shared address space",
+                 "unspecified launch failure")
+MEMORY_FAULT = ("CUDA memory fault: the kernel read or wrote memory outside the tensors it was given, which ends the "
+                "CUDA context; check the guards (predicates) on every access")
+
+
 def describe(exc: BaseException) -> str:
     """One line about an exception, even for those whose str() is empty (the DSL's errors often are), without the
-    terminal colours the DSL puts in its messages; the DSL's first lines ("error: ...") joined by " / "."""
+    terminal colours the DSL puts in its messages; the DSL's first lines ("error: ...") joined by " / "; any of CUDA's
+    memory faults as `MEMORY_FAULT`."""
     text = _COLOURS.sub("", str(exc)).strip() or next((line.strip() for line in reversed(
         traceback.format_exception_only(type(exc), exc)) if line.strip()), "")
+    if any(fault in text for fault in MEMORY_FAULTS):
+        return f"{type(exc).__name__}: {MEMORY_FAULT}"
     lines = [line.strip() for line in text.splitlines() if line.strip()] or [repr(exc)]
     return f"{type(exc).__name__}: {' / '.join(lines[:3])[:300]}"
 

@@ -154,3 +154,18 @@ def test_jailed_processes_see_neither_answers_nor_a_writable_course():
         with pytest.raises(LearnerError, match="Read-only file system|Permission"):
             process.call("write")
         assert process.call("who")[0] == isolation.NOBODY
+
+
+def test_every_cuda_memory_fault_reads_the_same():
+    """Where a stray access lands decides which error CUDA names (seen on the H200: an illegal memory access one
+    run, an operation not supported on the global/shared address space the next): one kernel, one feedback."""
+    from cutecourse.grading import sandbox
+
+    said = {sandbox.describe(RuntimeError(f"CUDA error: {text}\nSearch for `{name}' in the docs"))
+            for text, name in (("an illegal memory access was encountered", "cudaErrorIllegalAddress"),
+                               ("operation not supported on global/shared address space",
+                                "cudaErrorInvalidAddressSpace"),
+                               ("unspecified launch failure", "cudaErrorLaunchFailure"))}
+    assert said == {f"RuntimeError: {sandbox.MEMORY_FAULT}"}
+    assert sandbox.describe(RuntimeError("CUDA error: misaligned address")) == \
+        "RuntimeError: CUDA error: misaligned address"
