@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from cutecourse.grading import grader, reports
-
-from ..grading.conftest import DEMO, jailed
-from .test_modal import ROOT, load_app, record
-
 if os.environ.get("CI") == "true":
     import modal  # CI installs the dev extra, modal included: this must run there
-else:
+else:  # before test_modal's import, which would otherwise fail this file's collection without modal
     modal = pytest.importorskip("modal", reason="modal is in the dev extra: pip install -e '.[dev]'")
+
+from cutecourse.grading import grader, reports  # noqa: E402
+
+from ..grading.conftest import DEMO, jailed  # noqa: E402
+from .test_modal import ROOT, load_app, record  # noqa: E402
 
 APP = ROOT / "cloud" / "modal_grade.py"
 GRADE_IMAGE_STEPS = ["debian_slim", "apt_install", "pip_install", "add_local_dir", "run_commands"]
