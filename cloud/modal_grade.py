@@ -7,7 +7,7 @@
 
 `--submissions` is a glob pattern, or several separated by commas, relative to the current folder; a submission is
 named in the reports by the path it matched (``class/alice/02_layouts.ipynb``), whose file name says its lesson
-unless ``--lesson`` does. The other flags are those of ``cutecourse grade`` (``--nbval-only`` is its ``--nbval``).
+unless ``--lesson`` does. The other flags are those of ``cutecourse grade``.
 results.json, junit.xml, grades.csv and summary.md go to ``--out``, in the order the patterns match (each pattern's
 matches sorted): those ``cutecourse grade`` writes for the same files on an H100, each report made by the same
 `batch.grade_one`.
@@ -26,12 +26,12 @@ import glob
 import importlib.util
 import os
 import tempfile
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 import modal
 
-from cutecourse.grading import batch, grader, reports
+from cutecourse.grading import batch, grader, isolation, reports
 
 
 def _modal_lab():
@@ -53,30 +53,19 @@ GPU = "H100"
 #: Seconds a grading container may run: far past a lesson's grade at the default 120 s per test, start-up included.
 TIMEOUT = 2 * 3600
 
-image = lab.course_image("bubblewrap", extras="grade", ignore=[*lab.IGNORE, "solutions"])
+#: Where bubblewrap cannot make namespaces (inside Modal's sandbox it may not), the grader runs learner code as uid
+#: 65534 only if that uid can read none of what it denies learners: here, the hidden tests and the references.
+LOCKED = [f"{lab.COURSE}/tests/hidden", *map(str, isolation.hidden_in_package(Path(lab.COURSE) / "cutecourse"))]
+image = (lab.course_image("bubblewrap", extras="grade", ignore=[*lab.IGNORE, "solutions"])
+         .run_commands(f"chmod -R go-rwx {' '.join(LOCKED)}"))
 app = modal.App("cutecourse-grade")
 
 
-def submission_name(name: str, argument: str = "name") -> str:
-    """`name` if it is a notebook's path relative to the graded folder, as its report names it; else a ValueError
-    naming `argument`."""
-    path = PurePosixPath(name)
-    if path.is_absolute() or ".." in path.parts or path.suffix != ".ipynb" or path.as_posix() != name:
-        raise ValueError(f"{argument} {name!r}: not a submission's name; give the notebook's path relative to "
-                         f"the graded folder, without '..' or a leading '/', ending in .ipynb (e.g. "
-                         f"alice/02_layouts.ipynb)")
-    return name
-
-
 def grading_options(timeout: float = 120.0, lesson: str = "", exercise: str = "", gpu_graded_elsewhere: bool = False,
-                    hidden_only: bool = False, nbval_only: bool = False) -> dict[str, Any]:
+                    hidden_only: bool = False, nbval: bool = False) -> dict[str, Any]:
     """`batch.grade_one`'s options from the entrypoint's flags, which are `cutecourse grade`'s."""
-    if hidden_only and nbval_only:
-        raise ValueError("--hidden-only and --nbval-only: give one of them at most (without either, both are graded)")
-    if not timeout > 0:
-        raise ValueError(f"--timeout {timeout}: give the seconds each test may take, more than 0 (default 120)")
-    return {"nbval": not hidden_only, "hidden": not nbval_only, "timeout": timeout, "lesson": lesson or None,
-            "exercise": exercise or None, "gpu_elsewhere": gpu_graded_elsewhere}
+    return batch.options(nbval_only=nbval, hidden_only=hidden_only, timeout=timeout, lesson=lesson,
+                         exercise=exercise, gpu_elsewhere=gpu_graded_elsewhere)
 
 
 def matched(submissions: str) -> list[str]:
@@ -93,15 +82,15 @@ def matched(submissions: str) -> list[str]:
             if not Path(path).is_file():
                 raise ValueError(f"--submissions {submissions!r}: {path!r} is not a file; give patterns that match "
                                  f"notebooks only, e.g. '{path}/*.ipynb'")
-            names[submission_name(Path(path).as_posix(), f"--submissions {submissions!r} matched")] = None
+            names[grader.relative_name(Path(path).as_posix(), f"--submissions {submissions!r} matched")] = None
     return list(names)
 
 
-@app.function(image=image, gpu=GPU, timeout=TIMEOUT)
+@app.function(image=image, gpu=GPU, timeout=TIMEOUT, single_use_containers=True)
 def grade_submission(name: str, notebook: bytes, options: dict[str, Any]) -> dict:
     """The report (`reports.to_dict`) of the submission `notebook`, graded under its relative path `name` with
     `batch.grade_one`'s `options`."""
-    submission_name(name)
+    grader.relative_name(name, "name")
     course = grader.Course.at(COURSE_ROOT, HIDDEN)
     here = os.getcwd()
     with tempfile.TemporaryDirectory(prefix="cutecourse-submission-") as tmp:
@@ -119,8 +108,8 @@ def grade_submission(name: str, notebook: bytes, options: dict[str, Any]) -> dic
 
 @app.local_entrypoint()
 def main(submissions: str, out: str = "grading", timeout: float = 120.0, lesson: str = "", exercise: str = "",
-         gpu_graded_elsewhere: bool = False, hidden_only: bool = False, nbval_only: bool = False) -> None:
-    options = grading_options(timeout, lesson, exercise, gpu_graded_elsewhere, hidden_only, nbval_only)
+         gpu_graded_elsewhere: bool = False, hidden_only: bool = False, nbval: bool = False) -> None:
+    options = grading_options(timeout, lesson, exercise, gpu_graded_elsewhere, hidden_only, nbval)
     names = matched(submissions)
     course = grader.Course.at(COURSE_ROOT, HIDDEN)
     longest, slowest = max((batch.worker_limit(n, course, options), n) for n in names)
@@ -132,11 +121,13 @@ def main(submissions: str, out: str = "grading", timeout: float = 120.0, lesson:
                                    order_outputs=True)
     graded = []
     for name, result in zip(names, results):
-        if isinstance(result, BaseException):
-            report = grader.lost(name, course, f"the grading container failed: {type(result).__name__}: {result}",
-                                 lesson=options["lesson"], exercises=batch.exercises_of(options))
-        else:
+        try:
+            if isinstance(result, BaseException):
+                raise result
             report = reports.from_dict(result)
+        except Exception as exc:  # the container's, or a report that did not come back whole: this submission only
+            report = grader.lost(name, course, f"the grading container failed: {type(exc).__name__}: {exc}",
+                                 lesson=options["lesson"], exercises=batch.exercises_of(options))
         print(reports.summary(report), flush=True)
         graded.append(report)
     for path in reports.write(graded, Path(out)):

@@ -44,11 +44,15 @@ def _grade(args: argparse.Namespace) -> int:
     from cutecourse.grading import batch, classroom, grader, isolation, reports
 
     course = grader.Course.at(args.course, args.hidden)
-    options = {"nbval": not args.hidden_only, "hidden": not args.nbval, "timeout": args.timeout, "lesson": args.lesson,
-               "exercise": args.exercise, "isolation_kind": args.isolation, "gpu_elsewhere": args.gpu_graded_elsewhere}
     try:
+        options = batch.options(nbval_only=args.nbval, hidden_only=args.hidden_only, timeout=args.timeout,
+                                lesson=args.lesson, exercise=args.exercise, isolation_kind=args.isolation,
+                                gpu_elsewhere=args.gpu_graded_elsewhere)
         if args.workflow:
             print(classroom.workflow(args.submissions, course, options), end="")
+            note = classroom.unpushed(course)
+            if note:
+                print(f"cutecourse grade --workflow: note: {note}", file=sys.stderr)
             return 0
         if args.gradescope:
             print(f"wrote {classroom.gradescope_bundle(args.submissions, course, options, Path(args.gradescope))}")
@@ -56,13 +60,10 @@ def _grade(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"cutecourse grade: {exc}", file=sys.stderr)
         return 2
-    if args.jobs < 1:
-        print(f"cutecourse grade: --jobs {args.jobs}: give 1 or more workers", file=sys.stderr)
-        return 2
     try:
         isolation.choose(args.isolation, course.deny(), course.read_only())
         results = batch.grade_many(args.submissions, course, options, jobs=args.jobs, say=print)
-    except isolation.IsolationError as exc:
+    except (isolation.IsolationError, ValueError) as exc:
         print(f"cutecourse grade: {exc}", file=sys.stderr)
         return 2
     for path in reports.write(results, Path(args.out)):

@@ -9,13 +9,15 @@ order the submissions were given, so the combined ``grades.csv``, ``results.json
 byte those of a sequential run. The same `grade_one` grades a submission in a Modal container
 (``cloud/modal_grade.py``).
 
-Workers run side by side only inside bubblewrap: with the unprivileged-uid fallback every submission's learner
-processes would share uid 65534, and could signal or trace one another.
+Workers run side by side only inside bubblewrap: with the unprivileged-uid fallback (or no jail) every submission's
+learner processes would share one user, and could signal or trace one another. A worker's GPU is where its kernels
+go, not a wall: every jail on a GPU machine sees all the NVIDIA devices.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import queue
@@ -37,9 +39,21 @@ OPTIONS = ("nbval", "hidden", "timeout", "lesson", "exercise", "isolation_kind",
 SLACK_S = 300.0
 
 
+def options(*, nbval_only: bool = False, hidden_only: bool = False, timeout: float = 120.0, lesson: str | None = None,
+            exercise: str | None = None, isolation_kind: str = "auto", gpu_elsewhere: bool = False) -> dict[str, Any]:
+    """The options (`OPTIONS`) of a grade from `cutecourse grade`'s flags (the CLI and the Modal app both read them
+    so); a ValueError names a flag that cannot be."""
+    if nbval_only and hidden_only:
+        raise ValueError("--nbval and --hidden-only: give one of them at most (without either, both are graded)")
+    if not timeout > 0:
+        raise ValueError(f"--timeout {timeout}: give the seconds each test may take, more than 0 (default 120)")
+    return {"nbval": not hidden_only, "hidden": not nbval_only, "timeout": float(timeout), "lesson": lesson or None,
+            "exercise": exercise or None, "isolation_kind": isolation_kind, "gpu_elsewhere": gpu_elsewhere}
+
+
 def flags(options: dict[str, Any]) -> list[str]:
     """The `cutecourse grade` flags that grade with `options`: what a generated workflow or bundle runs."""
-    out = ["--timeout", f"{options.get('timeout', 120.0):g}"]
+    out = ["--timeout", f"{options.get('timeout', 120.0):.12g}"]
     out += ["--nbval"] if not options.get("hidden", True) else []
     out += ["--hidden-only"] if not options.get("nbval", True) else []
     out += ["--lesson", options["lesson"]] if options.get("lesson") else []
@@ -79,21 +93,34 @@ def exercises_of(options: dict[str, Any]) -> frozenset[str] | None:
 
 
 def worker_limit(submission: str | Path, course: grader.Course, options: dict[str, Any]) -> float:
-    """Seconds a worker may take: its grade's deadline (the per-test timeout times its tests), plus `SLACK_S`."""
+    """Seconds a worker may take: its grade's deadline (`grader.deadline_s`), plus `SLACK_S`."""
     try:
         lesson = grader.lesson_of(Path(submission), course, options.get("lesson"))
         n_checks, hidden = grader.planned(course, lesson, nbval=options.get("nbval", True),
                                           hidden=options.get("hidden", True), exercises=exercises_of(options))
     except ValueError:  # graded at once: the report says why
         return SLACK_S
-    return options.get("timeout", 120.0) * max(1, n_checks + len(hidden)) + SLACK_S
+    return grader.deadline_s(options.get("timeout", 120.0), n_checks + len(hidden)) + SLACK_S
 
 
-def in_worker(submission: str | Path, course: grader.Course, options: dict[str, Any],
-              gpu: str | None) -> grader.Report:
-    """Grade `submission` in a worker process that sees only `gpu` (None: the GPUs this process sees)."""
-    lost = lambda why: grader.lost(submission, course, why, lesson=options.get("lesson"),  # noqa: E731
-                                   exercises=exercises_of(options))
+def _lost(submission: str | Path, course: grader.Course, options: dict[str, Any], why: str) -> grader.Report:
+    return grader.lost(submission, course, why, lesson=options.get("lesson"), exercises=exercises_of(options))
+
+
+def _kill_tree(process: subprocess.Popen) -> None:
+    """Kill a worker and everything under it: its trusted pytest runs start sessions of their own, and the jails
+    under them die with their parents."""
+    for pid in [*isolation.descendants(process.pid), process.pid]:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    process.wait()
+
+
+def in_worker(submission: str | Path, course: grader.Course, options: dict[str, Any], gpu: str | None,
+              live: set[subprocess.Popen] | None = None) -> grader.Report:
+    """Grade `submission` in a worker process that sees only `gpu` (None: the GPUs this process sees). The worker is
+    in `live` while it runs."""
+    live = set() if live is None else live
     limit = worker_limit(submission, course, options)
     with tempfile.TemporaryDirectory(prefix="cutecourse-batch-") as tmp:
         out = Path(tmp) / "report.json"
@@ -102,59 +129,87 @@ def in_worker(submission: str | Path, course: grader.Course, options: dict[str, 
         env = dict(os.environ, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {}))
         worker = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
                                   start_new_session=True)
+        live.add(worker)
         try:
             _, err = worker.communicate(timeout=limit)
         except subprocess.TimeoutExpired:
-            os.killpg(worker.pid, signal.SIGKILL)
-            worker.communicate()
-            return lost(f"the grade ran past {limit:g} s and was stopped")
+            _kill_tree(worker)
+            return _lost(submission, course, options, f"the grade ran past {limit:g} s and was stopped")
+        finally:
+            live.discard(worker)
         try:
             return reports.from_dict(json.loads(out.read_text()))
         except (OSError, ValueError, KeyError, TypeError):
-            return lost(f"the grader's worker ended (exit code {worker.returncode}) without a report: "
-                        f"{err.strip()[-500:] or 'no message'}")
+            return _lost(submission, course, options, f"the grader's worker ended (exit code {worker.returncode}) "
+                                                      f"without a report: {err.strip()[-500:] or 'no message'}")
 
 
 def grade_many(submissions: list[str], course: grader.Course, options: dict[str, Any], *, jobs: int = 1,
                say: Callable[[str], None] | None = None, progress: bool = True) -> list[grader.Report]:
     """Every submission's report, in the order given. `jobs` > 1 grades that many at once, each in its own worker
     with one of this machine's GPUs (workers share them round-robin where there are fewer GPUs than jobs); `say`
-    gets each report's summary as it is made; a tqdm bar counts them."""
+    gets each report's summary as it is made; a tqdm bar counts them. A grade that fails costs its own submission
+    every point, with the reason, and the batch goes on; Ctrl-C stops it, workers and all."""
     from tqdm.auto import tqdm
 
     if jobs < 1:
-        raise ValueError(f"jobs={jobs}: give 1 or more workers")
+        raise ValueError(f"--jobs {jobs}: give 1 or more workers")
+    repeated = sorted({s for s in submissions if submissions.count(s) > 1})
+    if repeated:
+        raise ValueError(f"submission {repeated[0]} is given more than once; give each notebook once")
     if jobs > 1:
         walls = isolation.choose(options.get("isolation_kind", "auto"), course.deny(), course.read_only())
-        if walls.kind == "uid":
+        if walls.kind != "bwrap":
             raise isolation.IsolationError(
-                f"--jobs {jobs} needs bubblewrap: with uid {isolation.NOBODY} (the fallback here: {walls.detail}) "
-                f"the learner processes of submissions graded side by side share one uid and could signal or trace "
-                f"one another. Install bubblewrap (sudo apt-get install bubblewrap) or grade with --jobs 1")
+                f"--jobs {jobs} needs bubblewrap, and here learner code would run "
+                f"{'as uid ' + str(isolation.NOBODY) if walls.kind == 'uid' else 'without a jail (--isolation none)'}"
+                f": submissions graded side by side would share a user and could signal or trace one another, or "
+                f"read one another's reports. Install bubblewrap (sudo apt-get install bubblewrap) or grade with "
+                f"--jobs 1")
     gpus = visible_gpus() if jobs > 1 else []
     slots: queue.Queue[str | None] = queue.Queue()
     for i in range(jobs):
         slots.put(gpus[i % len(gpus)] if gpus else None)
+    live: set[subprocess.Popen] = set()
 
     def work(submission: str) -> grader.Report:
-        if jobs == 1:
-            return grade_one(submission, course, options)
-        gpu = slots.get()
         try:
-            return in_worker(submission, course, options, gpu)
-        finally:
-            slots.put(gpu)
+            if jobs == 1:
+                return grade_one(submission, course, options)
+            gpu = slots.get()
+            try:
+                return in_worker(submission, course, options, gpu, live)
+            finally:
+                slots.put(gpu)
+        except Exception as exc:  # a grader bug: this submission's points, not the batch
+            return _lost(submission, course, options, f"the grader failed: {type(exc).__name__}: {exc}")
 
     found: list[grader.Report | None] = [None] * len(submissions)
-    with ThreadPoolExecutor(jobs) as pool, tqdm(total=len(submissions), unit="submission", desc="grading",
-                                                 disable=not progress or len(submissions) < 2) as bar:
-        futures = {pool.submit(work, s): i for i, s in enumerate(submissions)}
-        for future in as_completed(futures):
-            report = found[futures[future]] = future.result()
-            bar.update()
-            if say:
-                with tqdm.external_write_mode():
-                    say(reports.summary(report))
+    bar = tqdm(total=len(submissions), unit="submission", desc="grading", disable=not progress or len(submissions) < 2)
+
+    def done(index: int, report: grader.Report) -> None:
+        found[index] = report
+        bar.update()
+        if say:
+            with tqdm.external_write_mode():
+                say(reports.summary(report))
+
+    with bar:
+        if jobs == 1:  # in this process and thread, as `cutecourse grade` always graded: Ctrl-C stops it at once
+            for i, submission in enumerate(submissions):
+                done(i, work(submission))
+        else:
+            pool = ThreadPoolExecutor(jobs)
+            try:
+                futures = {pool.submit(work, s): i for i, s in enumerate(submissions)}
+                for future in as_completed(futures):
+                    done(futures[future], future.result())
+            except BaseException:
+                pool.shutdown(wait=False, cancel_futures=True)
+                for worker in list(live):
+                    _kill_tree(worker)
+                raise
+            pool.shutdown()
     return [r for r in found if r is not None]
 
 

@@ -9,8 +9,10 @@ being discontinued.
   out, then the course (its masters and hidden tests: `vars.CUTECOURSE_REPOSITORY`, `vars.CUTECOURSE_REF` and, for a
   private course, `secrets.CUTECOURSE_TOKEN`), installs it with ``tools/course.py setup --extras grade``, grades,
   writes the points to the job summary and as a notice, keeps the reports as an artifact, and fails the job unless
-  every point was earned. The workflow runs in the student's repository, which the student controls: its grade is
-  feedback, and the grade of record comes from a grader the students cannot edit (a local batch, Gradescope, Modal).
+  every point was earned. The workflow runs in the student's repository, which the student controls: what it fetches
+  (the masters, the hidden tests, and the token, while the job runs) a student who edits it can read, so it checks
+  the course out without its solutions and keeps no credentials in the checkout. Its grade is feedback; the grade of
+  record comes from a grader the students cannot edit (a local batch, Gradescope, Modal).
 - `gradescope_bundle` is the zip Gradescope's "Zip file upload" takes: ``setup.sh`` (run once, as root, when
   Gradescope builds the image), ``run_autograder`` (run per submission; it leaves ``results.json`` in
   ``/autograder/results``), the package, the masters and the hidden tests of the lessons graded.
@@ -18,53 +20,60 @@ being discontinued.
 
 from __future__ import annotations
 
-import re
 import shlex
 import subprocess
 import zipfile
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
-from cutecourse.grading import batch, grader
+from cutecourse.grading import batch, grader, isolation
 from cutecourse.grading.build import BRANCH, Repository
 
 #: Where the workflow checks the course out, inside the student's workspace.
 COURSE_DIR = ".cutecourse"
-#: GitHub's rule for job and step ids (a letter or _, then letters, digits, - and _).
-ID = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 #: Minutes the workflow's job may take beyond its grade's deadline: a runner installs torch and the course first.
 INSTALL_MINUTES = 20
-
-
-def _relative(submission: str) -> str:
-    path = PurePosixPath(submission)
-    if path.is_absolute() or ".." in path.parts or path.suffix != ".ipynb":
-        raise ValueError(f"submission {submission!r}: give the notebook's path inside the student's repository, "
-                         f"e.g. exercises/02_layouts.ipynb")
-    return path.as_posix()
 
 
 def _plan(submissions: list[str], course: grader.Course, options: dict[str, Any]) -> tuple[list[str], float]:
     """The submissions as relative paths, checked to name lessons of the course, and the seconds grading them takes
     at most."""
-    names = [_relative(s) for s in submissions]
+    names = [grader.relative_name(s, "submission") for s in submissions]
+    if len(set(names)) < len(names):
+        raise ValueError(f"submissions {names}: give each notebook once")
     seconds = 0.0
     for name in names:
         lesson = grader.lesson_of(Path(name), course, options.get("lesson"))
+        unknown = sorted((batch.exercises_of(options) or set()) - set(grader.exercise_points(course, lesson)))
+        if unknown:
+            raise ValueError(f"--exercise {unknown[0]!r}: no such exercise in {lesson}")
         checks, hidden = grader.planned(course, lesson, nbval=options.get("nbval", True),
                                         hidden=options.get("hidden", True), exercises=batch.exercises_of(options))
-        seconds += options.get("timeout", 120.0) * max(1, checks + len(hidden))
+        seconds += grader.deadline_s(options.get("timeout", 120.0), checks + len(hidden))
     return names, seconds
+
+
+def _git(root: Path, *args: str) -> str:
+    try:
+        found = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return found.stdout.strip() if found.returncode == 0 else ""
 
 
 def _revision(root: Path) -> str:
     """The commit the course is at (so students are graded by the masters they were given), else the branch."""
-    try:
-        found = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                               timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return BRANCH
-    return found.stdout.strip() if found.returncode == 0 and found.stdout.strip() else BRANCH
+    return _git(root, "rev-parse", "HEAD") or BRANCH
+
+
+def unpushed(course: grader.Course) -> str | None:
+    """Why the workflow's default course revision cannot be checked out on GitHub, or None where it can."""
+    root = Repository.of(course.root).root
+    head = _git(root, "rev-parse", "HEAD")
+    if head and not _git(root, "branch", "-r", "--contains", head):
+        return (f"the course's commit {head[:12]} is on no remote branch: push it before students push, or set the "
+                f"repository variable CUTECOURSE_REF to a pushed one")
+    return None
 
 
 def _grade_command(names: list[str], course: grader.Course, options: dict[str, Any], *, course_dir: str,
@@ -110,13 +119,21 @@ jobs:
     steps:
       - name: Check out the submission
         uses: actions/checkout@v4
-      - name: Check out the course
+        with:
+          persist-credentials: false
+      - name: Check out the course, without its solutions
         uses: actions/checkout@v4
         with:
           repository: ${{{{ vars.CUTECOURSE_REPOSITORY || '{slug}' }}}}
           ref: ${{{{ vars.CUTECOURSE_REF || '{_revision(repo.root)}' }}}}
           token: ${{{{ secrets.CUTECOURSE_TOKEN || github.token }}}}
+          persist-credentials: false
           path: {COURSE_DIR}
+          sparse-checkout-cone-mode: false
+          sparse-checkout: |
+            /*
+            !/solutions/
+            !/tests/grading/demo/solutions/
       - name: Set up Python
         uses: actions/setup-python@v5
         with:
@@ -126,7 +143,9 @@ jobs:
           sudo apt-get update -q
           sudo apt-get install -y -q --no-install-recommends bubblewrap
           # Ubuntu 24.04's AppArmor keeps unprivileged user namespaces, and so bubblewrap, from working.
-          sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0
+          if [ -e /proc/sys/kernel/apparmor_restrict_unprivileged_userns ]; then
+            sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0
+          fi
           python {COURSE_DIR}/tools/course.py setup --extras grade
           echo "$PWD/{COURSE_DIR}/.venv/bin" >> "$GITHUB_PATH"
       - name: Grade
@@ -155,14 +174,14 @@ SETUP_SH = """\
 #!/usr/bin/env bash
 # Gradescope runs this once, as root, when it builds the autograder's image (choose the Ubuntu 24.04 base image).
 set -euo pipefail
-SOURCE="${AUTOGRADER:-/autograder}/source"
+SOURCE="${{AUTOGRADER:-/autograder}}/source"
 apt-get update -q
 DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends python3 python3-venv python3-pip \\
   bubblewrap git
 python3 "$SOURCE/tools/course.py" setup --extras grade
 # Docker keeps bubblewrap from making namespaces, so the grader runs learner code as uid 65534; it refuses to unless
-# that uid can read none of the answers: the hidden tests and the checks (the references) are root's alone.
-chmod -R go-rwx "$SOURCE/tests/hidden" "$SOURCE/cutecourse/grading/checks"
+# that uid can read none of the answers: what the grader denies learners is root's alone.
+chmod -R go-rwx {locked}
 "$SOURCE/.venv/bin/cutecourse" doctor
 """
 
@@ -198,12 +217,18 @@ exit 0
 def gradescope_bundle(submissions: list[str], course: grader.Course, options: dict[str, Any], bundle: Path) -> Path:
     """Write Gradescope's autograder zip for `submissions` (the file names students upload) to `bundle`."""
     names, _ = _plan(submissions, course, options)
+    if any(ord(c) < 32 for c in bundle.name) or bundle.suffix != ".zip":
+        raise ValueError(f"--gradescope {str(bundle)!r}: give a file name ending in .zip, e.g. autograder.zip")
     lessons = sorted({grader.lesson_of(Path(n), course, options.get("lesson")) for n in names})
     package = grader.PACKAGE_DIR
     checkout = package.parent
     members: dict[str, Path] = {}
     for name in ("pyproject.toml", "README.md", "tools/course.py"):
         members[name] = checkout / name
+        if not members[name].is_file():
+            raise ValueError(f"--gradescope needs the course's checkout, and {members[name]} is missing (cutecourse "
+                             f"is installed from a wheel here): git clone the course, pip install -e it, and run "
+                             f"this from there")
     for path in sorted(package.rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts:
             members[f"cutecourse/{path.relative_to(package).as_posix()}"] = path
@@ -212,11 +237,16 @@ def gradescope_bundle(submissions: list[str], course: grader.Course, options: di
         hidden = course.hidden / f"test_{lesson}.py"
         if hidden.exists():
             members[f"tests/hidden/test_{lesson}.py"] = hidden
-    # In the bundle the course is laid out as a checkout: --course is its root, the hidden tests in tests/hidden.
+    # In the bundle the course is laid out as a checkout (--course is its root, the hidden tests in tests/hidden);
+    # of what the grader denies learners, these are in it.
+    denied = ["tests/hidden"] + [f"cutecourse/{p.relative_to(package).as_posix()}"
+                                 for p in isolation.hidden_in_package(package)]
+    locked = " ".join(f'"$SOURCE/{d}"' for d in denied if any(m.startswith(d + "/") for m in members))
     command = " ".join(["cutecourse", "grade", *map(shlex.quote, names), "--course", '"$SOURCE"',
                         *map(shlex.quote, batch.flags(options)), "--out", '"$AUTOGRADER/results"'])
-    scripts = {"setup.sh": SETUP_SH,
-               "run_autograder": RUN_AUTOGRADER.format(bundle=bundle.name, names=shlex.join(names), command=command)}
+    scripts = {"setup.sh": SETUP_SH.format(locked=locked),
+               "run_autograder": RUN_AUTOGRADER.format(bundle=shlex.quote(bundle.name), names=shlex.join(names),
+                                                       command=command)}
     bundle.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(bundle, "w", zipfile.ZIP_DEFLATED) as z:
         for name, text in scripts.items():

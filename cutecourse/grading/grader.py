@@ -38,7 +38,7 @@ import time
 import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from cutecourse import env
@@ -619,10 +619,27 @@ def fingerprint(course: Course) -> dict[str, tuple[int, int]]:
             for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
 
 
+def deadline_s(timeout: float, tests: int) -> float:
+    """A grade's time limit: the per-test `timeout` times its number of tests (at least one)."""
+    return timeout * max(1, tests)
+
+
+def relative_name(name: str, argument: str) -> str:
+    """`name`, if it is a notebook's path relative to the folder it is graded from: how a generated workflow, a
+    Gradescope bundle and a Modal run name a submission. Else a ValueError naming `argument`."""
+    path = PurePosixPath(name)
+    if (path.is_absolute() or ".." in path.parts or path.suffix != ".ipynb" or path.as_posix() != name
+            or any(ord(c) < 32 or ord(c) == 127 for c in name) or "${{" in name):
+        raise ValueError(f"{argument} {name!r}: give the notebook's path relative to the folder it is graded from, "
+                         f"ending in .ipynb, without '..', a leading '/', control characters or '${{{{' (e.g. "
+                         f"exercises/02_layouts.ipynb)")
+    return name
+
+
 def planned(course: Course, lesson: str, *, nbval: bool = True, hidden: bool = True,
             exercises: frozenset[str] | None = None) -> tuple[int, list[HiddenTest]]:
-    """What a grade of `lesson` runs: the number of its check cells, and its hidden tests. The grade's deadline is
-    the per-test timeout times their number."""
+    """What a grade of `lesson` runs: the number of its check cells, and its hidden tests (`deadline_s` of their
+    count bounds the grade)."""
     wanted = [t for t in hidden_tests(course, lesson) if exercises is None or t.exercise in exercises] if hidden else []
     n_checks = sum(1 for c in nbio.checks(nbio.load(course.master(lesson))) if exercises is None
                    or str(nbio.meta(c).get("exercise")) in exercises) if nbval else 0
@@ -660,7 +677,7 @@ def grade(submission: str | Path, course: Course, nbval: bool = True, hidden: bo
     walls_kind = isolation.choose(isolation_kind, course.deny(), course.read_only())
     report = Report(str(submission), lesson, isolation=walls_kind.detail)
     n_checks, wanted = planned(course, lesson, nbval=nbval, hidden=hidden, exercises=exercises)
-    budget = timeout * max(1, n_checks + len(wanted))
+    budget = deadline_s(timeout, n_checks + len(wanted))
     report.notes.append(f"isolation: {walls_kind.detail}")
     report.notes.append(f"time limit: {timeout:g} s per test, {budget:g} s for the grade ({n_checks + len(wanted)} "
                         f"tests)")

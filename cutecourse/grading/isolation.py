@@ -513,7 +513,7 @@ class Walls:
             pid = int(line)
             if _alive(pid):
                 alive.add(pid)
-                alive |= _namespace_members(pid)
+                alive |= descendants(pid)
         alive |= _marked(self.name)
         return alive
 
@@ -564,8 +564,8 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _namespace_members(pid: int) -> set[int]:
-    """The processes in the PID namespaces under `pid` (a jail's bwrap): its descendants, by parent links."""
+def descendants(pid: int) -> set[int]:
+    """The live processes under `pid` (a jail's bwrap: those in its PID namespaces), by parent links."""
     children: dict[int, list[int]] = {}
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():

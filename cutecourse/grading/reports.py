@@ -88,10 +88,11 @@ def markdown(reports: list[Report]) -> str:
         return " ".join(str(text).split()).replace("|", "\\|")
 
     header, *rows = csv.reader(io.StringIO(grades_csv(reports)))  # the gradebook's rows, as the table's
-    lines = ["| submission | lesson | points | " + " | ".join(header[4:]) + " |",
-             "|---|---|---|" + "---|" * len(header[4:])]
-    for row in rows:
-        lines.append(f"| {cell(row[0])} | {row[1]} | {row[2]}/{row[3]} | " + " | ".join(row[4:]) + " |")
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(cells) + " |"
+
+    lines = [line(["submission", "lesson", "points", *header[4:]]), line(["---"] * (len(header) - 1))]
+    lines += [line([cell(row[0]), row[1], f"{row[2]}/{row[3]}", *row[4:]]) for row in rows]
     for r in reports:
         missed = [t for t in r.tests if t.status != PASSED]
         if missed:

@@ -292,9 +292,8 @@ def _bindings(values: dict[int, Any]) -> dict[int, list[tuple[Any, str]]]:
 #: CUDA's names for a kernel's access outside its memory. Which one a stray access gets depends on where it lands (an
 #: unmapped page, another allocation's, a shared-memory window), which differs run to run and when submissions are
 #: graded side by side: the report says the one thing they mean, so the same kernel gets the same feedback.
-MEMORY_FAULTS = ("cudaErrorIllegalAddress", "cudaErrorInvalidAddressSpace", "cudaErrorLaunchFailure",
-                 "an illegal memory access was encountered", "operation not supported on global/shared address space",
-                 "unspecified launch failure")
+MEMORY_FAULTS = ("cudaErrorIllegalAddress", "cudaErrorInvalidAddressSpace", "an illegal memory access was encountered",
+                 "operation not supported on global/shared address space")
 MEMORY_FAULT = ("CUDA memory fault: the kernel read or wrote memory outside the tensors it was given, which ends the "
                 "CUDA context; check the guards (predicates) on every access")
 

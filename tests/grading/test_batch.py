@@ -47,11 +47,19 @@ def test_a_worker_that_dies_or_hangs_costs_only_its_own_submission(demo_course, 
     died = batch.in_worker(path, demo_course, {"no_such_option": 1}, None)  # the worker raises before grading
     assert died.score == 0 and died.max_score == 7 and died.lesson == "00_demo"
     assert "without a report" in died.tests[0].output and "no_such_option" in died.tests[0].output
-    monkeypatch.setattr(batch, "worker_limit", lambda *a: 0.5)
+    # Stopped mid-grade, the worker takes its trusted pytest runs and their jails with it.
+    killed: list[int] = []
+    monkeypatch.setattr(isolation, "descendants", lambda pid, real=isolation.descendants: killed.extend(real(pid))
+                        or set(killed))
+    monkeypatch.setattr(batch, "worker_limit", lambda *a: 6.0)
+    hangs = make_submission("worker_hangs", {"0.1": "def row_major_strides(shape):\n    while True:\n        pass\n"})
     started = time.monotonic()
-    hung = batch.in_worker(path, demo_course, {"timeout": TIMEOUT}, None)
+    hung = batch.in_worker(hangs, demo_course, {"timeout": TIMEOUT}, None)
     assert time.monotonic() - started < 30
-    assert hung.score == 0 and "ran past 0.5 s and was stopped" in hung.tests[0].output
+    assert hung.score == 0 and "ran past 6 s and was stopped" in hung.tests[0].output
+    assert killed, "the worker had started nothing in 6 s"
+    time.sleep(0.5)
+    assert not [pid for pid in killed if isolation._alive(pid)]
 
 
 def test_each_worker_gets_one_gpu_and_reports_keep_the_order_given(demo_course, monkeypatch):
@@ -59,7 +67,7 @@ def test_each_worker_gets_one_gpu_and_reports_keep_the_order_given(demo_course, 
     monkeypatch.setattr(isolation, "choose", lambda *a: isolation.Isolation("bwrap", "test"))
     lock, busy, seen = threading.Lock(), {}, []
 
-    def fake_worker(submission, course, options, gpu):
+    def fake_worker(submission, course, options, gpu, live):
         with lock:
             busy[gpu] = busy.get(gpu, 0) + 1
             seen.append((gpu, sum(busy.values())))
@@ -82,13 +90,37 @@ def test_visible_gpus_follow_cuda_visible_devices(monkeypatch):
     assert batch.visible_gpus() == []
 
 
-def test_jobs_refuse_the_shared_uid_fallback(demo_course, monkeypatch, capsys):
-    monkeypatch.setattr(isolation, "choose", lambda *a: isolation.Isolation("uid", "uid 65534 (test)"))
+@pytest.mark.parametrize("kind, detail", [("uid", "uid 65534 (test)"), ("none", "none (test)")])
+def test_jobs_refuse_any_isolation_but_bubblewrap(kind, detail, demo_course, monkeypatch, capsys):
+    monkeypatch.setattr(isolation, "choose", lambda *a: isolation.Isolation(kind, detail))
     with pytest.raises(isolation.IsolationError, match="--jobs 2 needs bubblewrap.*--jobs 1"):
         batch.grade_many(["x.ipynb"], demo_course, {}, jobs=2)
     assert main(["grade", "x.ipynb", "--course", str(demo_course.root), "--jobs", "2"]) == 2
     assert "could signal or trace one another" in capsys.readouterr().err
+
+
+def test_a_batch_refuses_no_workers_and_a_notebook_given_twice(demo_course, capsys):
     assert main(["grade", "x.ipynb", "--course", str(demo_course.root), "--jobs", "0"]) == 2
+    assert "--jobs 0: give 1 or more workers" in capsys.readouterr().err
+    assert main(["grade", "x.ipynb", "y.ipynb", "x.ipynb", "--course", str(demo_course.root)]) == 2
+    assert "x.ipynb is given more than once" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_a_grader_failure_costs_its_submission_and_the_batch_goes_on(jobs, demo_course, monkeypatch):
+    monkeypatch.setattr(isolation, "choose", lambda *a: isolation.Isolation("bwrap", "test"))
+
+    def fails_on_b(submission, *args):
+        if submission.startswith("b"):
+            raise RuntimeError("a bug in the grader")
+        return grader.Report(submission, "00_demo")
+
+    monkeypatch.setattr(batch, "grade_one" if jobs == 1 else "in_worker", fails_on_b)
+    found = batch.grade_many(["a/00_demo.ipynb", "b/00_demo.ipynb", "c/00_demo.ipynb"], demo_course, {}, jobs=jobs,
+                             progress=False)
+    assert [r.submission for r in found] == ["a/00_demo.ipynb", "b/00_demo.ipynb", "c/00_demo.ipynb"]
+    assert found[1].max_score == 7 and found[1].score == 0
+    assert found[1].tests[0].output == "the grader failed: RuntimeError: a bug in the grader"
 
 
 @pytest.mark.parametrize("options", [

@@ -23,6 +23,9 @@ from cutecourse.grading import classroom, grader, isolation, reports
 from .conftest import DEMO, ROOT, jailed
 
 pytestmark = pytest.mark.slow
+#: GitHub's rule for job and step ids: a letter or _, then letters, digits, - and _ (Classroom's generated
+#: `00-demo-0-1` broke it).
+ID = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 EXPRESSION = re.compile(r"\$\{\{(.*?)\}\}")
 #: What a GitHub expression may read here: contexts, and string literals.
 CONTEXTS = re.compile(r"(vars|secrets|steps|github)\.[A-Za-z_][A-Za-z0-9_.-]*|'[^']*'|\|\|")
@@ -38,11 +41,11 @@ def test_the_workflow_is_one_job_github_accepts_without_classroom(capsys):
     doc = yaml.safe_load(text)
     assert set(doc) == {"name", True, "permissions", "jobs"}  # YAML 1.1 reads the key `on` as True
     assert set(doc[True]) == {"push", "workflow_dispatch"} and doc["permissions"] == {"contents": "read"}
-    assert all(classroom.ID.fullmatch(job) for job in doc["jobs"])
+    assert all(ID.fullmatch(job) for job in doc["jobs"])
     (job,) = doc["jobs"].values()
     assert isinstance(job["timeout-minutes"], int) and job["timeout-minutes"] > classroom.INSTALL_MINUTES
     ids = [s["id"] for s in job["steps"] if "id" in s]
-    assert ids and all(classroom.ID.fullmatch(i) for i in ids) and len(ids) == len(set(ids))
+    assert ids and all(ID.fullmatch(i) for i in ids) and len(ids) == len(set(ids))
     for step in job["steps"]:
         assert ("uses" in step) != ("run" in step), step
         assert "name" in step
@@ -53,15 +56,34 @@ def test_the_workflow_is_one_job_github_accepts_without_classroom(capsys):
         for step_id in re.findall(r"steps\.([A-Za-z0-9_-]+)\.", expression):
             assert step_id in ids
     assert "classroom" not in text.lower().replace("no github classroom", "")
+    course = next(s for s in job["steps"] if s["name"].startswith("Check out the course"))["with"]
+    assert course["persist-credentials"] is False and course["sparse-checkout-cone-mode"] is False
+    assert course["sparse-checkout"].split() == ["/*", "!/solutions/", "!/tests/grading/demo/solutions/"]
+    assert all(s["with"]["persist-credentials"] is False for s in job["steps"] if s.get("uses", "").startswith(
+        "actions/checkout"))
     grade = next(s["run"] for s in job["steps"] if s.get("id") == "grade")
     assert ("cutecourse grade exercises/02_layouts.ipynb exercises/05_tiled_mma.ipynb --course .cutecourse "
             "--timeout 120 --gpu-graded-elsewhere --out grading") in grade
 
 
 def test_the_workflow_refuses_what_a_student_repository_cannot_hold(capsys):
-    for bad in ("/home/me/02_layouts.ipynb", "../02_layouts.ipynb", "02_layouts.py", "99_nothing.ipynb"):
+    for bad in ("/home/me/02_layouts.ipynb", "../02_layouts.ipynb", "02_layouts.py", "99_nothing.ipynb",
+                "a\n$(id)/02_layouts.ipynb", "${{ secrets.X }}/02_layouts.ipynb", "./02_layouts.ipynb"):
         assert main(["grade", "--workflow", bad]) == 2
         assert "cutecourse grade: " in capsys.readouterr().err
+    for args in (["x/02_layouts.ipynb", "x/02_layouts.ipynb"], ["02_layouts.ipynb", "--exercise", "9.9"]):
+        assert main(["grade", "--workflow", *args]) == 2
+        assert "cutecourse grade: " in capsys.readouterr().err
+    assert main(["grade", "--gradescope", "bundle\n.zip", "02_layouts.ipynb"]) == 2
+    assert "give a file name ending in .zip" in capsys.readouterr().err
+
+
+def test_the_workflow_says_when_its_course_commit_is_on_no_remote(capsys, monkeypatch):
+    monkeypatch.setattr(classroom, "_git", lambda root, *args: "" if args[0] == "branch" else "abc123def4567890")
+    text = workflow(capsys, "exercises/02_layouts.ipynb")
+    assert "vars.CUTECOURSE_REF || 'abc123def4567890'" in text
+    assert main(["grade", "--workflow", "exercises/02_layouts.ipynb"]) == 0
+    assert "abc123def456 is on no remote branch" in capsys.readouterr().err
 
 
 def run_step(script: str, workspace: Path, env: dict[str, str]) -> subprocess.CompletedProcess:

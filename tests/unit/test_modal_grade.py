@@ -22,7 +22,7 @@ from ..grading.conftest import DEMO, jailed  # noqa: E402
 from .test_modal import ROOT, load_app, record  # noqa: E402
 
 APP = ROOT / "cloud" / "modal_grade.py"
-GRADE_IMAGE_STEPS = ["debian_slim", "apt_install", "pip_install", "add_local_dir", "run_commands"]
+GRADE_IMAGE_STEPS = ["debian_slim", "apt_install", "pip_install", "add_local_dir", "run_commands", "run_commands"]
 CRASH = RuntimeError("the container ran out of memory")
 
 
@@ -87,6 +87,7 @@ def direct(submissions):
 def test_grading_gets_an_h100_and_a_time_limit_past_a_lessons_grade(defined):
     module, _, function = defined
     assert function["gpu"] == "H100" and function["timeout"] == module.TIMEOUT == 2 * 3600
+    assert function["single_use_containers"] is True  # one submission per container: no neighbour's leftovers
     assert module.grade_submission._spec_.gpus == "H100"  # Modal itself holds what the app declares
     assert module.app.name == "cutecourse-grade"
 
@@ -110,6 +111,10 @@ def test_the_grading_image_is_this_checkout_with_the_grade_extra_and_bubblewrap(
     for path in ("exercises/02_layouts.ipynb", "tests/hidden/test_02_layouts.py", "cutecourse/grading/grader.py",
                  "cloud/modal_lab.py", "pyproject.toml"):
         assert not ignored(Path(path)), path
+    # The uid fallback grades only where uid 65534 reads nothing the grader denies learners.
+    locked = steps[5][1][0]
+    for denied in ("/course/tests/hidden", "/course/cutecourse/grading/checks"):
+        assert denied in locked.split() and locked.startswith("chmod -R go-rwx ")
 
 
 def test_the_grading_function_reports_what_a_local_grade_does(app, submissions, direct):
@@ -159,19 +164,20 @@ def test_a_run_past_the_containers_time_limit_is_refused_before_it_starts(app, s
 
 def test_the_flags_map_to_the_graders_options(app):
     assert app.grading_options() == {"nbval": True, "hidden": True, "timeout": 120.0, "lesson": None,
-                                     "exercise": None, "gpu_elsewhere": False}
+                                     "exercise": None, "isolation_kind": "auto", "gpu_elsewhere": False}
     assert app.grading_options(30, "00_demo", "0.1", True, hidden_only=True) == {
-        "nbval": False, "hidden": True, "timeout": 30, "lesson": "00_demo", "exercise": "0.1", "gpu_elsewhere": True}
-    assert app.grading_options(nbval_only=True)["hidden"] is False
-    with pytest.raises(ValueError, match="--hidden-only and --nbval-only"):
-        app.grading_options(hidden_only=True, nbval_only=True)
+        "nbval": False, "hidden": True, "timeout": 30, "lesson": "00_demo", "exercise": "0.1",
+        "isolation_kind": "auto", "gpu_elsewhere": True}
+    assert app.grading_options(nbval=True)["hidden"] is False
+    with pytest.raises(ValueError, match="--nbval and --hidden-only"):
+        app.grading_options(hidden_only=True, nbval=True)
     with pytest.raises(ValueError, match="--timeout 0"):
         app.grading_options(0)
 
 
 @pytest.mark.parametrize("name", ["../x.ipynb", "a/../../x.ipynb", "/abs.ipynb", "x.txt", "./x.ipynb", ""])
 def test_a_submission_name_must_be_a_notebooks_relative_path(app, name):
-    with pytest.raises(ValueError, match=r"name .*: not a submission's name; give the notebook's path relative"):
+    with pytest.raises(ValueError, match=r"name .*: give the notebook's path relative to the folder"):
         app.grade_submission.local(name, b"{}", {})
 
 
@@ -183,5 +189,5 @@ def test_submissions_must_match_notebooks_here(app, submissions, monkeypatch):
         app.matched("alice/*,dave/*")
     with pytest.raises(ValueError, match=r"'alice' is not a file; give patterns that match notebooks only"):
         app.matched("ali*")
-    with pytest.raises(ValueError, match=r"matched '/.*00_demo.ipynb': not a submission's name"):
+    with pytest.raises(ValueError, match=r"matched '/.*00_demo.ipynb': give the notebook's path relative"):
         app.matched(str(submissions / "alice" / "*.ipynb"))
