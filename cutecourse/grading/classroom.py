@@ -132,8 +132,7 @@ jobs:
           sparse-checkout-cone-mode: false
           sparse-checkout: |
             /*
-            !/solutions/
-            !/tests/grading/demo/solutions/
+            !solutions/
       - name: Set up Python
         uses: actions/setup-python@v5
         with:
