@@ -134,9 +134,9 @@ def cell_count(page) -> int:
     return page.eval_on_selector(SVG, "svg => svg.querySelectorAll('g.cell').length")
 
 
-def run_all_cells(page, lab: str, pictures: tuple[str, ...] | None = None) -> None:
+def run_all_cells(page, lab: str, pictures: tuple[str, ...] | None = None, timeout_ms: float | None = None) -> None:
     """Run the notebook's cells, then wait until each of `pictures` (CSS selectors of SVGs; the demo's three
-    explorers by default) is drawn."""
+    explorers by default) is drawn, each within `timeout_ms` (default: the page's)."""
     page.goto(lab)
     page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status=idle]")  # keys sent earlier are lost
     # On a loaded machine the first "Run All" can reach a kernel that is not listening yet and run nothing: try again.
@@ -144,14 +144,14 @@ def run_all_cells(page, lab: str, pictures: tuple[str, ...] | None = None) -> No
         page.click(".jp-CodeCell .jp-InputArea-editor")
         page.click("li.lm-MenuBar-item:has-text('Run')")
         page.click("li.lm-Menu-item:has-text('Run All Cells')")
-        try:
-            page.wait_for_selector(".jp-InputPrompt:has-text('[1]')", timeout=30_000)
+        try:  # running ([*]) or done ([1]): a cell that imports the DSL can run for minutes on a loaded machine
+            page.wait_for_selector(".jp-InputPrompt:has-text('[*]'), .jp-InputPrompt:has-text('[1]')", timeout=30_000)
             break
         except Exception:  # noqa: BLE001 - playwright's TimeoutError; the last try's failure is the next wait's
             if attempt == 2:
                 raise
     for picture in pictures or tuple(f"{e} .cc-picture svg" for e in (EXPLORER, ROOFLINE, DIVIDE)):
-        page.wait_for_selector(picture)
+        page.wait_for_selector(picture, timeout=timeout_ms)
 
 
 def test_layout_explorer_redraws_when_the_shape_changes(sync_api, lab, tmp_path):
