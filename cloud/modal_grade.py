@@ -10,7 +10,7 @@ named in the reports by the path it matched (``class/alice/02_layouts.ipynb``), 
 unless ``--lesson`` does. The other flags are those of ``cutecourse grade``.
 results.json, junit.xml, grades.csv and summary.md go to ``--out``, in the order the patterns match (each pattern's
 matches sorted): those ``cutecourse grade`` writes for the same files on an H100, each report made by the same
-`batch.grade_one`.
+`grader.grade`.
 
 The image is this checkout as it is now, built as cloud/modal_lab.py builds its own, with the ``grade`` extra and
 bubblewrap (the jail the grader prefers) and without ``solutions/``: a grading container never needs the answers. A
@@ -63,7 +63,7 @@ app = modal.App("cutecourse-grade")
 
 def grading_options(timeout: float = 120.0, lesson: str = "", exercise: str = "", gpu_graded_elsewhere: bool = False,
                     hidden_only: bool = False, nbval: bool = False) -> dict[str, Any]:
-    """`batch.grade_one`'s options from the entrypoint's flags, which are `cutecourse grade`'s."""
+    """`grader.grade`'s options from the entrypoint's flags, which are `cutecourse grade`'s."""
     return batch.options(nbval_only=nbval, hidden_only=hidden_only, timeout=timeout, lesson=lesson,
                          exercise=exercise, gpu_elsewhere=gpu_graded_elsewhere)
 
@@ -89,7 +89,7 @@ def matched(submissions: str) -> list[str]:
 @app.function(image=image, gpu=GPU, timeout=TIMEOUT, single_use_containers=True)
 def grade_submission(name: str, notebook: bytes, options: dict[str, Any]) -> dict:
     """The report (`reports.to_dict`) of the submission `notebook`, graded under its relative path `name` with
-    `batch.grade_one`'s `options`."""
+    `grader.grade`'s `options`."""
     grader.relative_name(name, "name")
     course = grader.Course.at(COURSE_ROOT, HIDDEN)
     here = os.getcwd()
@@ -100,7 +100,7 @@ def grade_submission(name: str, notebook: bytes, options: dict[str, Any]) -> dic
         # Graded by its relative path from the folder it is in, the report names it `name`, as a local grade does.
         os.chdir(tmp)
         try:
-            report = batch.grade_one(name, course, options)
+            report = grader.grade(name, course, **options)
         finally:
             os.chdir(here)
     return reports.to_dict(report)

@@ -6,8 +6,8 @@ two reasons: ``CUDA_VISIBLE_DEVICES`` is read per process, so each worker sees t
 that dies (a grader bug, the machine's OOM killer) takes only its own submission with it, which then loses every
 point with the reason. A worker's report comes back as JSON (`reports.to_dict`), and the reports are returned in the
 order the submissions were given, so the combined ``grades.csv``, ``results.json`` and ``junit.xml`` are byte for
-byte those of a sequential run. The same `grade_one` grades a submission in a Modal container
-(``cloud/modal_grade.py``).
+byte those of a sequential run. A Modal container (``cloud/modal_grade.py``) grades a submission with the same
+`options`.
 
 Workers run side by side only inside bubblewrap: with the unprivileged-uid fallback (or no jail) every submission's
 learner processes would share one user, and could signal or trace one another. A worker's GPU is where its kernels
@@ -32,8 +32,6 @@ from typing import Any, Callable
 
 from cutecourse.grading import grader, isolation, reports
 
-#: `grader.grade`'s keyword arguments, as a batch passes them to every submission's grade.
-OPTIONS = ("nbval", "hidden", "timeout", "lesson", "exercise", "isolation_kind", "gpu_elsewhere")
 #: Seconds a worker may run beyond its grade's own deadline (start-up, the kill of its jails, the report) before it
 #: is killed and its submission loses every point.
 SLACK_S = 300.0
@@ -41,7 +39,7 @@ SLACK_S = 300.0
 
 def options(*, nbval_only: bool = False, hidden_only: bool = False, timeout: float = 120.0, lesson: str | None = None,
             exercise: str | None = None, isolation_kind: str = "auto", gpu_elsewhere: bool = False) -> dict[str, Any]:
-    """The options (`OPTIONS`) of a grade from `cutecourse grade`'s flags (the CLI and the Modal app both read them
+    """`grader.grade`'s keyword arguments from `cutecourse grade`'s flags (the CLI and the Modal app both read them
     so); a ValueError names a flag that cannot be."""
     if nbval_only and hidden_only:
         raise ValueError("--nbval and --hidden-only: give one of them at most (without either, both are graded)")
@@ -61,14 +59,6 @@ def flags(options: dict[str, Any]) -> list[str]:
     out += ["--isolation", options["isolation_kind"]] if options.get("isolation_kind", "auto") != "auto" else []
     out += ["--gpu-graded-elsewhere"] if options.get("gpu_elsewhere") else []
     return out
-
-
-def grade_one(submission: str | Path, course: grader.Course, options: dict[str, Any]) -> grader.Report:
-    """One submission's grade with a batch's `options` (`OPTIONS`); what a worker and a Modal container run."""
-    unknown = sorted(set(options) - set(OPTIONS))
-    if unknown:
-        raise ValueError(f"options {unknown}: not grading options; use {', '.join(OPTIONS)}")
-    return grader.grade(submission, course, **options)
 
 
 def visible_gpus() -> list[str]:
@@ -175,7 +165,7 @@ def grade_many(submissions: list[str], course: grader.Course, options: dict[str,
     def work(submission: str) -> grader.Report:
         try:
             if jobs == 1:
-                return grade_one(submission, course, options)
+                return grader.grade(submission, course, **options)
             gpu = slots.get()
             try:
                 return in_worker(submission, course, options, gpu, live)
@@ -222,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--options", required=True, help="grader.grade's keyword arguments, as JSON")
     parser.add_argument("--report", required=True, help="where the report goes, as JSON")
     args = parser.parse_args(argv)
-    report = grade_one(args.submission, grader.Course.at(args.course, args.hidden), json.loads(args.options))
+    report = grader.grade(args.submission, grader.Course.at(args.course, args.hidden), **json.loads(args.options))
     Path(args.report).write_text(json.dumps(reports.to_dict(report)))
     return 0
 

@@ -637,11 +637,12 @@ def relative_name(name: str, argument: str) -> str:
 
 
 def planned(course: Course, lesson: str, *, nbval: bool = True, hidden: bool = True,
-            exercises: frozenset[str] | None = None) -> tuple[int, list[HiddenTest]]:
-    """What a grade of `lesson` runs: the number of its check cells, and its hidden tests (`deadline_s` of their
-    count bounds the grade)."""
+            exercises: frozenset[str] | None = None,
+            master: dict[str, Any] | None = None) -> tuple[int, list[HiddenTest]]:
+    """What a grade of `lesson` runs: the number of its check cells (in `master`, else the course's), and its hidden
+    tests (`deadline_s` of their count bounds the grade)."""
     wanted = [t for t in hidden_tests(course, lesson) if exercises is None or t.exercise in exercises] if hidden else []
-    n_checks = sum(1 for c in nbio.checks(nbio.load(course.master(lesson))) if exercises is None
+    n_checks = sum(1 for c in nbio.checks(master or nbio.load(course.master(lesson))) if exercises is None
                    or str(nbio.meta(c).get("exercise")) in exercises) if nbval else 0
     return n_checks, wanted
 
@@ -676,7 +677,7 @@ def grade(submission: str | Path, course: Course, nbval: bool = True, hidden: bo
     gpu = env.gpu_missing(80) is None
     walls_kind = isolation.choose(isolation_kind, course.deny(), course.read_only())
     report = Report(str(submission), lesson, isolation=walls_kind.detail)
-    n_checks, wanted = planned(course, lesson, nbval=nbval, hidden=hidden, exercises=exercises)
+    n_checks, wanted = planned(course, lesson, nbval=nbval, hidden=hidden, exercises=exercises, master=master)
     budget = deadline_s(timeout, n_checks + len(wanted))
     report.notes.append(f"isolation: {walls_kind.detail}")
     report.notes.append(f"time limit: {timeout:g} s per test, {budget:g} s for the grade ({n_checks + len(wanted)} "

@@ -87,10 +87,10 @@ def markdown(reports: list[Report]) -> str:
     def cell(text: str) -> str:
         return " ".join(str(text).split()).replace("|", "\\|")
 
-    header, *rows = csv.reader(io.StringIO(grades_csv(reports)))  # the gradebook's rows, as the table's
     def line(cells: list[str]) -> str:
         return "| " + " | ".join(cells) + " |"
 
+    header, *rows = csv.reader(io.StringIO(grades_csv(reports)))  # the gradebook's rows, as the table's
     lines = [line(["submission", "lesson", "points", *header[4:]]), line(["---"] * (len(header) - 1))]
     lines += [line([cell(row[0]), row[1], f"{row[2]}/{row[3]}", *row[4:]]) for row in rows]
     for r in reports:

@@ -110,12 +110,12 @@ def test_a_batch_refuses_no_workers_and_a_notebook_given_twice(demo_course, caps
 def test_a_grader_failure_costs_its_submission_and_the_batch_goes_on(jobs, demo_course, monkeypatch):
     monkeypatch.setattr(isolation, "choose", lambda *a: isolation.Isolation("bwrap", "test"))
 
-    def fails_on_b(submission, *args):
+    def fails_on_b(submission, *args, **kwargs):
         if submission.startswith("b"):
             raise RuntimeError("a bug in the grader")
         return grader.Report(submission, "00_demo")
 
-    monkeypatch.setattr(batch, "grade_one" if jobs == 1 else "in_worker", fails_on_b)
+    monkeypatch.setattr(*((grader, "grade") if jobs == 1 else (batch, "in_worker")), fails_on_b)
     found = batch.grade_many(["a/00_demo.ipynb", "b/00_demo.ipynb", "c/00_demo.ipynb"], demo_course, {}, jobs=jobs,
                              progress=False)
     assert [r.submission for r in found] == ["a/00_demo.ipynb", "b/00_demo.ipynb", "c/00_demo.ipynb"]
