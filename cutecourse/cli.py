@@ -217,7 +217,7 @@ def _bench_under_ncu(args: argparse.Namespace, ncu: str | None) -> int:
     if args.csv:
         from cutecourse import bench
 
-        bench.write_csv(profiles, args.csv)
+        bench.write_csv([profiler.flat(p) for p in profiles], args.csv)
         print(f"wrote {args.csv}")
     return 0
 

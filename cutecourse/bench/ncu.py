@@ -18,6 +18,7 @@ from typing import Any
 METRICS: dict[str, tuple[str, ...]] = {
     "duration (µs)": ("gpu__time_duration.sum",),
     "SM clock (MHz)": ("sm__cycles_elapsed.avg.per_second",),
+    "cycles": ("sm__cycles_elapsed.max",),
     "SM throughput %": ("sm__throughput.avg.pct_of_peak_sustained_elapsed",),
     "tensor pipe %": ("sm__pipe_tensor_op_hmma_type_hmma_hgmma_qgmma_cycles_active.avg.pct_of_peak_sustained_active",
                       "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
@@ -26,9 +27,17 @@ METRICS: dict[str, tuple[str, ...]] = {
     "DRAM MB": ("dram__bytes.sum",),
     "L2 %": ("lts__t_sectors.avg.pct_of_peak_sustained_elapsed", "lts__throughput.avg.pct_of_peak_sustained_elapsed"),
     "L2 MB": ("lts__t_bytes.sum",),
+    "L2 read sectors (M)": ("lts__t_sectors_srcunit_tex_op_read.sum",),
     "smem bank conflicts": ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum",),
     "achieved occupancy %": ("sm__warps_active.avg.pct_of_peak_sustained_active",),
 }
+
+#: Why warps were not issuing, as ncu's warp-state statistics name the reasons: each is asked for as the average number
+#: of warps stalled for it per issued instruction, and the table shows the largest three.
+STALLS = ("long_scoreboard", "barrier", "wait", "math_pipe_throttle", "short_scoreboard", "mio_throttle", "sleeping",
+          "membar", "dispatch_stall", "lg_throttle", "no_instruction", "branch_resolving", "not_selected", "selected",
+          "misc", "drain", "tex_throttle", "imc_miss")
+STALL_METRIC = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
 
 
 def available(ncu: str) -> set[str]:
@@ -48,8 +57,9 @@ def chosen(known: set[str]) -> dict[str, str]:
 
 def command(ncu: str, metrics: dict[str, str], argv: list[str], log: str) -> list[str]:
     """ncu's command line around `argv` (the program to profile), its CSV going to the file `log`."""
+    names = [*metrics.values(), *(STALL_METRIC.format(reason) for reason in STALLS)]
     return [ncu, "--clock-control", "none", "--profile-from-start", "off", "--csv", "--page", "raw",
-            "--metrics", ",".join(dict.fromkeys(metrics.values())), "--log-file", log, *argv]
+            "--metrics", ",".join(dict.fromkeys(names)), "--log-file", log, *argv]
 
 
 def _number(text: str) -> float | None:
@@ -61,7 +71,8 @@ def _number(text: str) -> float | None:
 
 def parse(text: str, metrics: dict[str, str]) -> list[dict[str, Any]]:
     """ncu's raw CSV page -> one dict per profiled kernel, in launch order: its name and each quantity of `metrics`
-    in the units of `METRICS` (µs, MHz, %, MB); None where ncu gave no value."""
+    in the units of `METRICS` (µs, MHz, %, MB); None where ncu gave no value; and under "stalls", {reason: warps
+    stalled for it per issued instruction} for each reason of `STALLS` that ncu reported."""
     lines = text.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
     if start is None:
@@ -70,7 +81,8 @@ def parse(text: str, metrics: dict[str, str]) -> list[dict[str, Any]]:
     header, units, data = rows[0], rows[1], rows[2:]
     scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3, "second": 1e6,
              "s": 1e6, "hz": 1e-6, "khz": 1e-3, "mhz": 1.0, "ghz": 1e3, "byte": 1e-6, "kbyte": 1e-3, "mbyte": 1.0,
-             "gbyte": 1e3, "cycle/nsecond": 1e3, "cycle/usecond": 1.0, "cycle/second": 1e-6}
+             "gbyte": 1e3, "cycle/nsecond": 1e3, "cycle/usecond": 1.0, "cycle/second": 1e-6, "sector": 1e-6,
+             "ksector": 1e-3, "msector": 1.0, "gsector": 1e3}
     out = []
     for row in data:
         if len(row) != len(header):
@@ -84,8 +96,19 @@ def parse(text: str, metrics: dict[str, str]) -> list[dict[str, Any]]:
             number = _number(values[metric])
             unit = units[header.index(metric)].strip().lower()
             kernel[what] = None if number is None else number * scale.get(unit, 1.0)
+        stalls = {reason: _number(values[STALL_METRIC.format(reason)]) for reason in STALLS
+                  if STALL_METRIC.format(reason) in values}
+        kernel["stalls"] = {reason: n for reason, n in stalls.items() if n is not None}
         out.append(kernel)
     return out
+
+
+def flat(profile: dict[str, Any]) -> dict[str, Any]:
+    """A profile as one CSV row: its quantities, then a column "stall REASON" for every reason of `STALLS` (empty
+    where ncu did not report it)."""
+    row = {what: value for what, value in profile.items() if what != "stalls"}
+    row.update({f"stall {reason}": profile.get("stalls", {}).get(reason) for reason in STALLS})
+    return row
 
 
 def table(kernels: list[str], profiles: list[dict[str, Any]]) -> str:
@@ -93,8 +116,11 @@ def table(kernels: list[str], profiles: list[dict[str, Any]]) -> str:
     ran one kernel (else the first column is empty and ncu's kernel names tell them apart)."""
     whats = list(METRICS)
     names = kernels if len(kernels) == len(profiles) else [""] * len(profiles)
-    lines = ["| kernel | ncu kernel | " + " | ".join(whats) + " |", "|---" * (len(whats) + 2) + "|"]
+    lines = ["| kernel | ncu kernel | " + " | ".join(whats) + " | top stalls (warps per issue) |",
+             "|---" * (len(whats) + 3) + "|"]
     for name, profile in zip(names, profiles):
         cells = [f"{profile[w]:.1f}" if isinstance(profile[w], float) else "n/a" for w in whats]
+        top = sorted(profile.get("stalls", {}).items(), key=lambda item: -item[1])[:3]
+        cells.append(", ".join(f"{reason} {n:.2f}" for reason, n in top) or "n/a")
         lines.append(f"| {name} | {profile['kernel'][:48]} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

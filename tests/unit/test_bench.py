@@ -73,10 +73,17 @@ def test_operands_refuse_an_unknown_data_kind_or_major_by_name():
 
 NCU_CSV = """==PROF== Connected to process 123
 "ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","gpu__time_duration.sum",\
-"sm__throughput.avg.pct_of_peak_sustained_elapsed","dram__bytes.sum","sm__cycles_elapsed.avg.per_second"
-"","","","","","","","nsecond","%","Gbyte","cycle/nsecond"
-"0","123","python3","h","nvjet_sm90_tst_256x128","1","7","209,504","91.2","0.43","1.49"
-"1","123","python3","h","kernel_cutlass_gemm","1","7","211,008","n/a","0.41","1.48"
+"sm__throughput.avg.pct_of_peak_sustained_elapsed","dram__bytes.sum","sm__cycles_elapsed.avg.per_second",\
+"sm__cycles_elapsed.max","lts__t_sectors_srcunit_tex_op_read.sum",\
+"smsp__average_warps_issue_stalled_wait_per_issue_active.ratio",\
+"smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio",\
+"smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio",\
+"smsp__average_warps_issue_stalled_sleeping_per_issue_active.ratio"
+"","","","","","","","nsecond","%","Gbyte","cycle/nsecond","cycle","sector","","","",""
+"0","123","python3","h","nvjet_sm90_tst_256x128","1","7","209,504","91.2","0.43","1.49","312,000","27,400,000",\
+"0.50","2.25","1.10","0.10"
+"1","123","python3","h","kernel_cutlass_gemm","1","7","211,008","n/a","0.41","1.48","314,000","30,400,000",\
+"n/a","0.40","3.00","0.20"
 """.replace("\\\n", "")
 
 
@@ -95,8 +102,18 @@ def test_ncu_asks_for_the_first_metric_it_knows_and_its_csv_is_read_in_our_units
     assert profiles[0]["duration (µs)"] == 209.504 and profiles[0]["SM clock (MHz)"] == 1490.0
     assert profiles[0]["DRAM MB"] == 430.0 and profiles[1]["SM throughput %"] is None  # n/a
     assert profiles[0]["tensor pipe %"] is None  # not in this CSV
+    assert profiles[0]["cycles"] == 312000 and profiles[1]["L2 read sectors (M)"] == 30.4
+    assert profiles[0]["stalls"] == {"wait": 0.5, "barrier": 2.25, "long_scoreboard": 1.1, "sleeping": 0.1}
+    assert "wait" not in profiles[1]["stalls"]  # n/a
+    row = ncu.flat(profiles[1])
+    assert row["stall long_scoreboard"] == 3.0 and row["stall wait"] is None and "stalls" not in row
+    assert list(row)[-len(ncu.STALLS):] == [f"stall {reason}" for reason in ncu.STALLS]  # every row has every column
+    line = ncu.command("ncu", metrics, ["python3", "x.py"], "/tmp/log")
+    assert ncu.STALL_METRIC.format("barrier") in line[line.index("--metrics") + 1].split(",")
     table = ncu.table(["torch.matmul", "gemm09_multicast"], profiles).splitlines()
-    assert table[2].startswith("| torch.matmul | nvjet_sm90_tst_256x128 | 209.5 | 1490.0 | 91.2 | n/a")
+    assert table[2].startswith("| torch.matmul | nvjet_sm90_tst_256x128 | 209.5 | 1490.0 | 312000.0 | 91.2 | n/a")
+    assert table[2].endswith("| barrier 2.25, long_scoreboard 1.10, wait 0.50 |")  # the three largest, largest first
+    assert table[3].endswith("| long_scoreboard 3.00, barrier 0.40, sleeping 0.20 |")
     assert ncu.table(["only one name"], profiles).splitlines()[2].startswith("|  | nvjet")
     assert ncu.parse("no csv here", metrics) == []
 
