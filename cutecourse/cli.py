@@ -198,12 +198,14 @@ def _bench_under_ncu(args: argparse.Namespace, ncu: str | None) -> int:
     if ncu is None:
         print(f"cutecourse bench gemm --ncu: {NCU_MISSING}", file=sys.stderr)
         return 2
-    metrics = profiler.chosen(profiler.available(ncu))
+    known = profiler.available(ncu)
+    metrics, stall_metrics = profiler.chosen(known), profiler.stalls(known)
     argv = [sys.executable, "-m", "cutecourse.cli", "bench", "gemm", "--m", str(args.m), "--n", str(args.n),
             "--k", str(args.k), "--dtype", args.dtype, "--data", args.data, "--kernels", *args.kernels, "--once"]
     with tempfile.TemporaryDirectory() as tmp:
         log = os.path.join(tmp, "ncu.csv")
-        done = subprocess.run(profiler.command(ncu, metrics, argv, log), capture_output=True, text=True)
+        done = subprocess.run(profiler.command(ncu, metrics, argv, log, stall_metrics), capture_output=True,
+                              text=True)
         text = open(log).read() if os.path.exists(log) else ""
     launched = next((line.split()[1:] for line in done.stdout.splitlines() if line.startswith("launched:")), [])
     profiles = profiler.parse(text, metrics)
@@ -212,12 +214,14 @@ def _bench_under_ncu(args: argparse.Namespace, ncu: str | None) -> int:
               f"{done.stderr[-2000:]}{text[-2000:]}", file=sys.stderr)
         return 1
     print(f"ncu --clock-control none, one launch each ({args.m}x{args.n}x{args.k} {args.dtype}, {args.data} data); "
-          "metrics: " + ", ".join(f"{what} = {name}" for what, name in metrics.items()))
+          "metrics: " + ", ".join(f"{what} = {name}" for what, name in metrics.items())
+          + f"; stalls: {len(stall_metrics)} reasons, " + profiler.STALL_METRIC.format("<reason>"))
     print(profiler.table(launched, profiles))
     if args.csv:
         from cutecourse import bench
 
-        bench.write_csv([profiler.flat(p) for p in profiles], args.csv)
+        names = launched if len(launched) == len(profiles) else [None] * len(profiles)
+        bench.write_csv([profiler.flat(p, name) for name, p in zip(names, profiles)], args.csv)
         print(f"wrote {args.csv}")
     return 0
 

@@ -33,11 +33,14 @@ METRICS: dict[str, tuple[str, ...]] = {
 }
 
 #: Why warps were not issuing, as ncu's warp-state statistics name the reasons: each is asked for as the average number
-#: of warps stalled for it per issued instruction, and the table shows the largest three.
+#: of warps stalled for it per issued instruction, and the table shows the largest three. "selected" (the warp that
+#: issued) is not a stall: it is kept in the CSV and left out of the table's three.
 STALLS = ("long_scoreboard", "barrier", "wait", "math_pipe_throttle", "short_scoreboard", "mio_throttle", "sleeping",
           "membar", "dispatch_stall", "lg_throttle", "no_instruction", "branch_resolving", "not_selected", "selected",
           "misc", "drain", "tex_throttle", "imc_miss")
 STALL_METRIC = "smsp__average_warps_issue_stalled_{}_per_issue_active.ratio"
+#: Quantities that are counts: the table prints them without decimals.
+COUNTS = {"cycles", "smem bank conflicts"}
 
 
 def available(ncu: str) -> set[str]:
@@ -55,9 +58,16 @@ def chosen(known: set[str]) -> dict[str, str]:
             for what, names in METRICS.items()}
 
 
-def command(ncu: str, metrics: dict[str, str], argv: list[str], log: str) -> list[str]:
-    """ncu's command line around `argv` (the program to profile), its CSV going to the file `log`."""
-    names = [*metrics.values(), *(STALL_METRIC.format(reason) for reason in STALLS)]
+def stalls(known: set[str]) -> list[str]:
+    """The stall metrics to ask for: those of `STALLS` that `known` holds (all of them where `known` is empty)."""
+    names = [STALL_METRIC.format(reason) for reason in STALLS]
+    return [name for name in names if name.split(".")[0] in known] if known else names
+
+
+def command(ncu: str, metrics: dict[str, str], argv: list[str], log: str, stall_metrics: list[str]) -> list[str]:
+    """ncu's command line around `argv` (the program to profile), its CSV going to the file `log`; it asks for
+    `metrics` and `stall_metrics`."""
+    names = [*metrics.values(), *stall_metrics]
     return [ncu, "--clock-control", "none", "--profile-from-start", "off", "--csv", "--page", "raw",
             "--metrics", ",".join(dict.fromkeys(names)), "--log-file", log, *argv]
 
@@ -103,10 +113,11 @@ def parse(text: str, metrics: dict[str, str]) -> list[dict[str, Any]]:
     return out
 
 
-def flat(profile: dict[str, Any]) -> dict[str, Any]:
-    """A profile as one CSV row: its quantities, then a column "stall REASON" for every reason of `STALLS` (empty
-    where ncu did not report it)."""
-    row = {what: value for what, value in profile.items() if what != "stalls"}
+def flat(profile: dict[str, Any], launched: str | None = None) -> dict[str, Any]:
+    """A profile as one CSV row: what was `launched` (where known: the CuTe kernels' ncu names are alike), its
+    quantities, then a column "stall REASON" for every reason of `STALLS` (empty where ncu did not report it)."""
+    row = {} if launched is None else {"launched": launched}
+    row.update({what: value for what, value in profile.items() if what != "stalls"})
     row.update({f"stall {reason}": profile.get("stalls", {}).get(reason) for reason in STALLS})
     return row
 
@@ -119,8 +130,10 @@ def table(kernels: list[str], profiles: list[dict[str, Any]]) -> str:
     lines = ["| kernel | ncu kernel | " + " | ".join(whats) + " | top stalls (warps per issue) |",
              "|---" * (len(whats) + 3) + "|"]
     for name, profile in zip(names, profiles):
-        cells = [f"{profile[w]:.1f}" if isinstance(profile[w], float) else "n/a" for w in whats]
-        top = sorted(profile.get("stalls", {}).items(), key=lambda item: -item[1])[:3]
+        cells = [("n/a" if profile[w] is None else f"{profile[w]:.0f}" if w in COUNTS else f"{profile[w]:.1f}")
+                 for w in whats]
+        top = sorted(((reason, n) for reason, n in profile.get("stalls", {}).items() if reason != "selected"),
+                     key=lambda item: -item[1])[:3]
         cells.append(", ".join(f"{reason} {n:.2f}" for reason, n in top) or "n/a")
         lines.append(f"| {name} | {profile['kernel'][:48]} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

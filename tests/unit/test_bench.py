@@ -94,7 +94,7 @@ def test_ncu_asks_for_the_first_metric_it_knows_and_its_csv_is_read_in_our_units
     metrics = ncu.chosen(known)
     assert metrics["tensor pipe %"] == "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"
     assert ncu.chosen(set())["tensor pipe %"] == ncu.METRICS["tensor pipe %"][0]
-    line = ncu.command("ncu", metrics, ["python3", "x.py"], "/tmp/log")
+    line = ncu.command("ncu", metrics, ["python3", "x.py"], "/tmp/log", ncu.stalls(set()))
     assert line[:7] == ["ncu", "--clock-control", "none", "--profile-from-start", "off", "--csv", "--page"]
     assert line[-4:] == ["--log-file", "/tmp/log", "python3", "x.py"]
     profiles = ncu.parse(NCU_CSV, metrics)
@@ -105,15 +105,24 @@ def test_ncu_asks_for_the_first_metric_it_knows_and_its_csv_is_read_in_our_units
     assert profiles[0]["cycles"] == 312000 and profiles[1]["L2 read sectors (M)"] == 30.4
     assert profiles[0]["stalls"] == {"wait": 0.5, "barrier": 2.25, "long_scoreboard": 1.1, "sleeping": 0.1}
     assert "wait" not in profiles[1]["stalls"]  # n/a
-    row = ncu.flat(profiles[1])
+    row = ncu.flat(profiles[1], "gemm09_multicast")
     assert row["stall long_scoreboard"] == 3.0 and row["stall wait"] is None and "stalls" not in row
+    assert list(row)[:2] == ["launched", "kernel"] and row["launched"] == "gemm09_multicast"
     assert list(row)[-len(ncu.STALLS):] == [f"stall {reason}" for reason in ncu.STALLS]  # every row has every column
-    line = ncu.command("ncu", metrics, ["python3", "x.py"], "/tmp/log")
-    assert ncu.STALL_METRIC.format("barrier") in line[line.index("--metrics") + 1].split(",")
+    assert "launched" not in ncu.flat({"kernel": "k"}) and ncu.flat({"kernel": "k"})["stall barrier"] is None
+    asked = line[line.index("--metrics") + 1].split(",")
+    assert [name for name in asked if "_stalled_" in name] == [ncu.STALL_METRIC.format(r) for r in ncu.STALLS]
+    # an ncu that knows only some stall reasons is asked for only those, as for the other metrics
+    assert ncu.stalls({"smsp__average_warps_issue_stalled_wait_per_issue_active", "gpu__time_duration"}) == [
+        ncu.STALL_METRIC.format("wait")]
     table = ncu.table(["torch.matmul", "gemm09_multicast"], profiles).splitlines()
-    assert table[2].startswith("| torch.matmul | nvjet_sm90_tst_256x128 | 209.5 | 1490.0 | 312000.0 | 91.2 | n/a")
+    assert table[2].startswith("| torch.matmul | nvjet_sm90_tst_256x128 | 209.5 | 1490.0 | 312000 | 91.2 | n/a")
     assert table[2].endswith("| barrier 2.25, long_scoreboard 1.10, wait 0.50 |")  # the three largest, largest first
     assert table[3].endswith("| long_scoreboard 3.00, barrier 0.40, sleeping 0.20 |")
+    assert table[1].count("|---") == len(table[0].split(" | ")) == len(ncu.METRICS) + 3  # a column for each header
+    selected = dict(profiles[0], stalls={"selected": 1.0, "wait": 0.5})  # the issuing warp is not a stall
+    assert ncu.table(["k"], [selected]).endswith("| wait 0.50 |")
+    assert ncu.table(["k"], [{"kernel": "k", **{w: None for w in ncu.METRICS}}]).endswith("| n/a | n/a |")
     assert ncu.table(["only one name"], profiles).splitlines()[2].startswith("|  | nvjet")
     assert ncu.parse("no csv here", metrics) == []
 
@@ -140,3 +149,51 @@ def test_bench_gemm_says_what_it_needs_where_it_cannot_run(capsys, monkeypatch):
     if not torch.cuda.is_available():
         assert cli.main(["bench", "gemm", "--m", "8", "--n", "8", "--k", "8"]) == 2
         assert "none is visible here" in capsys.readouterr().err
+
+
+FAKE_NCU = '''#!/usr/bin/env python3
+"""A stand-in for ncu: it knows every metric but one stall reason, and "profiles" two launches."""
+import sys
+args = sys.argv[1:]
+if args == ["--query-metrics"]:
+    names = [m.split(".")[0] for m in %r if "stalled_barrier" not in m]
+    print("Device NVIDIA H200\\n" + "\\n".join(f"{n}  Counter  a metric" for n in names))
+    sys.exit(0)
+metrics = args[args.index("--metrics") + 1].split(",")
+assert not any("stalled_barrier" in m for m in metrics), "asked for a metric this ncu does not know"
+header = ["ID", "Kernel Name", *metrics]
+rows = [["", "", *["" for _ in metrics]], ["0", "nvjet_a", *["1" for _ in metrics]],
+        ["1", "kernel_b", *["2" for _ in metrics]]]
+with open(args[args.index("--log-file") + 1], "w") as log:
+    log.write("\\n".join(",".join(f'"{v}"' for v in row) for row in [header, *rows]) + "\\n")
+print("launched: torch.matmul gemm09_multicast")
+'''
+
+
+def test_bench_gemm_ncu_asks_for_what_ncu_knows_and_writes_each_launch_and_stall_as_columns(tmp_path, capsys,
+                                                                                          monkeypatch):
+    import csv
+
+    import pytest
+
+    pytest.importorskip("torch")
+    pytest.importorskip("cutlass")  # the kernels named are read first, from the steps' modules
+    from cutecourse import cli
+    from cutecourse.bench import ncu
+
+    every = [*(names[0] for names in ncu.METRICS.values()), *ncu.stalls(set())]
+    fake = tmp_path / "ncu"
+    fake.write_text(FAKE_NCU % every)
+    fake.chmod(0o755)
+    monkeypatch.setattr("shutil.which", lambda name: str(fake) if name == "ncu" else None)
+    out_csv = tmp_path / "profile.csv"
+    argv = ["bench", "gemm", "--m", "64", "--n", "64", "--k", "64", "--kernels", "torch", "9", "--ncu",
+            "--csv", str(out_csv)]
+    assert cli.main(argv) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "stalls: 17 reasons" in out  # the one this ncu lacks was not asked for
+    table = [line for line in out.splitlines() if line.startswith("| ")]
+    assert table[1].startswith("| torch.matmul | nvjet_a | 1.0 |") and table[2].startswith("| gemm09_multicast |")
+    rows = list(csv.DictReader(open(out_csv)))
+    assert [r["launched"] for r in rows] == ["torch.matmul", "gemm09_multicast"]
+    assert rows[1]["stall wait"] == "2.0" and rows[1]["stall barrier"] == ""  # every reason a column
