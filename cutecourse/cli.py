@@ -220,8 +220,8 @@ def _bench_under_ncu(args: argparse.Namespace, ncu: str | None) -> int:
     if args.csv:
         from cutecourse import bench
 
-        names = launched if len(launched) == len(profiles) else [None] * len(profiles)
-        bench.write_csv([profiler.flat(p, name) for name, p in zip(names, profiles)], args.csv)
+        bench.write_csv([profiler.flat(p, name) for name, p in zip(profiler.named(launched, profiles), profiles)],
+                        args.csv)
         print(f"wrote {args.csv}")
     return 0
 

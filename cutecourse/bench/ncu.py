@@ -106,11 +106,15 @@ def parse(text: str, metrics: dict[str, str]) -> list[dict[str, Any]]:
             number = _number(values[metric])
             unit = units[header.index(metric)].strip().lower()
             kernel[what] = None if number is None else number * scale.get(unit, 1.0)
-        stalls = {reason: _number(values[STALL_METRIC.format(reason)]) for reason in STALLS
-                  if STALL_METRIC.format(reason) in values}
+        stalls = {reason: _number(values.get(STALL_METRIC.format(reason), "")) for reason in STALLS}
         kernel["stalls"] = {reason: n for reason, n in stalls.items() if n is not None}
         out.append(kernel)
     return out
+
+
+def named(kernels: list[str], profiles: list[dict[str, Any]]) -> list[str | None]:
+    """What each profile ran: `kernels` (the launches, in order) where each launch ran one kernel, else None each."""
+    return list(kernels) if len(kernels) == len(profiles) else [None] * len(profiles)
 
 
 def flat(profile: dict[str, Any], launched: str | None = None) -> dict[str, Any]:
@@ -126,14 +130,13 @@ def table(kernels: list[str], profiles: list[dict[str, Any]]) -> str:
     """A Markdown table, a row per profiled kernel, named by `kernels` (what was launched, in order) where each launch
     ran one kernel (else the first column is empty and ncu's kernel names tell them apart)."""
     whats = list(METRICS)
-    names = kernels if len(kernels) == len(profiles) else [""] * len(profiles)
     lines = ["| kernel | ncu kernel | " + " | ".join(whats) + " | top stalls (warps per issue) |",
              "|---" * (len(whats) + 3) + "|"]
-    for name, profile in zip(names, profiles):
+    for name, profile in zip(named(kernels, profiles), profiles):
         cells = [("n/a" if profile[w] is None else f"{profile[w]:.0f}" if w in COUNTS else f"{profile[w]:.1f}")
                  for w in whats]
         top = sorted(((reason, n) for reason, n in profile.get("stalls", {}).items() if reason != "selected"),
                      key=lambda item: -item[1])[:3]
         cells.append(", ".join(f"{reason} {n:.2f}" for reason, n in top) or "n/a")
-        lines.append(f"| {name} | {profile['kernel'][:48]} | " + " | ".join(cells) + " |")
+        lines.append(f"| {name or ''} | {profile['kernel'][:48]} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
