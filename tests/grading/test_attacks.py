@@ -22,9 +22,9 @@ from cutecourse.cli import main
 from cutecourse.grading import grader, isolation, reports
 from cutecourse.grading import notebook as nbio
 
-from .conftest import DEMO, ROOT, SOLUTION_0_1, WRONG_0_1, jailed
+from .conftest import DEMO, ROOT, SOLUTION_0_1, WRONG_0_1, needs_jail
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(not jailed(), reason="needs bubblewrap: apt-get install bubblewrap")]
+pytestmark = [pytest.mark.slow, needs_jail]
 TIMEOUT = 10
 SOLVED = SOLUTION_0_1.replace("def row_major_strides", "def _solved")
 HIDDEN_FILE = DEMO / "hidden" / "test_00_demo.py"

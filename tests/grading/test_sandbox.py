@@ -7,7 +7,7 @@ import pytest
 from cutecourse.grading import isolation
 from cutecourse.grading.sandbox import Learner, LearnerError
 
-from .conftest import jailed
+from .conftest import needs_jail
 
 
 def learner(source: str, **kw) -> Learner:
@@ -135,9 +135,8 @@ def test_kernels_defined_in_an_answer_cell_compile_in_the_sandbox():
         assert ".entry" in code and "st.global" in code
 
 
+@needs_jail
 def test_jailed_processes_see_neither_answers_nor_a_writable_course():
-    if not jailed():
-        pytest.skip("needs bubblewrap")
     root = isolation.Path(isolation.__file__).resolve().parents[2]
     with learner(f"""
         import os

@@ -18,7 +18,7 @@ else:  # before test_modal's import, which would otherwise fail this file's coll
 
 from cutecourse.grading import grader, reports  # noqa: E402
 
-from ..grading.conftest import DEMO, jailed  # noqa: E402
+from ..grading.conftest import DEMO, NO_JAIL  # noqa: E402
 from .test_modal import ROOT, load_app, record  # noqa: E402
 
 APP = ROOT / "cloud" / "modal_grade.py"
@@ -63,7 +63,7 @@ def submissions(tmp_path_factory) -> Path:
 
 def walls() -> dict:
     """The isolation option a grade needs here: none where bubblewrap is missing (the uid fallback needs root)."""
-    return {} if jailed() else {"isolation_kind": "none"}
+    return {"isolation_kind": "none"} if NO_JAIL else {}
 
 
 @pytest.fixture(scope="module")

@@ -1,9 +1,10 @@
-"""tools/course.py, the set-up that `make` and Windows both use: which torch it installs on each platform, and that the
-Makefile goes through it."""
+"""tools/course.py, the set-up that `make` and Windows both use: which torch it installs on each platform, that the
+Makefile goes through it, and that CI installs nothing the README's two commands would not."""
 
 import importlib.util
 import os
 import platform
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -107,3 +108,28 @@ def test_make_lab_turns_jupyterlabs_news_prompt_off_in_the_environment(tmp_path)
     assert path == tmp_path / "venv" / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
     settings = json.loads(path.read_text())["@jupyterlab/apputils-extension:notification"]
     assert settings == {"fetchNews": "false", "checkForUpdates": False}
+
+
+#: What CI may install beside the README's two commands: a browser, which no wheel ships (tests/browser needs it).
+CI_ONLY = {"chromium"}
+INSTALLS = re.compile(r"(?:apt-get|apt|pip|pip3|conda|brew|dnf|yum|apk)\b[^\n]*?\binstall\b([^\n&;|]*)")
+
+
+def installed_by(text: str) -> set[str]:
+    """The packages the install commands in a shell script or a Makefile name (options and variables left out)."""
+    return {word for match in INSTALLS.finditer(text) for word in match.group(1).split()
+            if not word.startswith(("-", "$"))}
+
+
+def test_ci_installs_nothing_the_readmes_two_commands_would_not():
+    """A green CI must not hide a missing install step: .ci/run installs only a browser, and `make test` (what CI
+    and the README run) installs only through tools/course.py, from pyproject.toml."""
+    assert installed_by((ROOT / ".ci" / "run").read_text()) <= CI_ONLY
+    recipe = make_n("test").stdout
+    assert installed_by(recipe) == set(), recipe
+    assert "tools/course.py test" in recipe
+
+
+def test_the_install_finder_sees_an_apt_or_pip_install():
+    script = "apt-get update && apt-get install -y --no-install-recommends chromium bubblewrap\npip install -q ruff\n"
+    assert installed_by(script) == {"chromium", "bubblewrap", "ruff"}
