@@ -269,9 +269,10 @@ while True:  # and a hang at import
 def test_a_submission_that_kills_its_processes_ends_fast_and_keeps_the_maximum(attack):
     answer = "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\nos.kill(os.getpid(), signal.SIGKILL)\n"
     started = time.monotonic()
-    report = attack("kills_its_processes", {"0.1": answer + SOLUTION_0_1}, timeout=30)
-    # A dead kernel ends nbval at once: far less than the 30 s a cell may take.
-    assert time.monotonic() - started < 30, reports.summary(report)
+    report = attack("kills_its_processes", {"0.1": answer + SOLUTION_0_1}, timeout=120)
+    # A dead kernel ends nbval at once, not at the 120 s a cell may take: this bounds a hang, with room for a loaded
+    # machine (the grade takes seconds), not a speed.
+    assert time.monotonic() - started < 60, reports.summary(report)
     assert report.exercises()["0.1"][0] == 0
 
 
