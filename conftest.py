@@ -34,8 +34,11 @@ def skip_reasons(skipped: list[pytest.TestReport]) -> str:
     return "; ".join(f"{count} × {reason}" for reason, count in reasons.most_common())
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_terminal_summary(terminalreporter) -> None:
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_terminal_summary(terminalreporter):
+    """After every other summary (the short test summary included), so that it stands just above pytest's last line."""
+    result = yield
     line = skip_reasons(terminalreporter.stats.get("skipped", []))
     if line:
         terminalreporter.write_line(f"skipped, by reason: {line}")
+    return result
