@@ -36,7 +36,7 @@ TIMEOUT = 4 * 3600  # seconds: Modal's session limit for this lab; the work on t
 PORT = 8888
 # Never baked into the image: local environments, caches and build output.
 IGNORE = [".venv", ".git", "**/__pycache__", "**/.ipynb_checkpoints", ".pytest_cache", ".hypothesis", "build",
-          "*.egg-info", "artifacts", ".gpu", ".gpu1", ".gpu2", ".debs"]
+          "*.egg-info", "artifacts", ".gpu", ".gpu1", ".gpu2", ".whl"]
 
 
 def _setup_script():

