@@ -293,7 +293,8 @@ def main(argv=None) -> int:
         print(f"\nno comparison with the CuTe DSL: {e}")
         return 0
     print(f"\nfunctional comparison with the CuTe DSL 4.8.1 ({len(cases)} cases in {dt:.1f} s through the oracle):")
-    kinds: Dict[str, Dict[str, int]] = {n: {"exact": 0, "spacing only": 0, "different": 0, "refuses": 0, "n/a": 0} for n in names}
+    counts = {"exact": 0, "spacing only": 0, "different": 0, "refuses": 0, "n/a": 0}
+    kinds: Dict[str, Dict[str, int]] = {n: dict(counts) for n in names}
     details = []
     for label, op, target, operand in PROBES:
         results[label] = {}

@@ -3,7 +3,8 @@
     python tools/course.py setup      # create .venv, install torch for this machine, then the course (once)
     python tools/course.py setup --extras grade   # only what grading needs (a CI workflow, a Gradescope image)
     python tools/course.py lab        # set up, then open the lessons in JupyterLab (extra arguments go to it)
-    python tools/course.py test       # set up, then `cutecourse build --check` and the CPU suite (pytest --nbval, 2 workers)
+    python tools/course.py test       # set up, then `cutecourse build --check`, the linter (ruff) and the CPU suite
+                                      # (pytest --nbval, 2 workers)
 
 On Windows, where there is no `make`: ``py tools\\course.py lab``. ``setup --dry-run`` prints the commands without
 running them. Only the standard library is used: this runs before anything is installed.
@@ -140,9 +141,14 @@ def lab(extra: list[str]) -> int:
 PARALLEL = ["-n", "2", "--dist", "loadfile"]
 
 
+#: The linter's run (its rules are pyproject.toml's [tool.ruff]); the notebooks are nbval's, not its.
+LINT = ["-m", "ruff", "check", "--no-cache", "."]
+
+
 def test(extra: list[str], python: str | None) -> int:
     python = python or str(setup())
     return (_run([python, "-m", "cutecourse.cli", "build", "--check"], dry_run=False)
+            or _run([python, *LINT], dry_run=False)
             or _run([python, "-m", "pytest", "--nbval", *PARALLEL, *extra], dry_run=False))
 
 
@@ -154,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--extras", default=EXTRAS, help=f"the course's extras to install (default {EXTRAS}; grading "
                                                     "needs only: grade)")
     commands.add_parser("lab", help="set up, then JupyterLab on notebooks/ (other arguments go to jupyter lab)")
-    t = commands.add_parser("test", help="set up, then build --check and pytest --nbval (other arguments: pytest)")
+    t = commands.add_parser("test", help="set up, then build --check, ruff and pytest --nbval (other arguments: "
+                                         "pytest)")
     t.add_argument("--python", help="run the tests with this interpreter instead; skips the set-up")
     args, extra = parser.parse_known_args(argv)
     if args.command == "setup":

@@ -129,7 +129,8 @@ def _namespace_fix() -> str:
         return ("AppArmor restricts unprivileged user namespaces here (Ubuntu 23.10 and later); allow them: "
                 "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0")
     if _sysctl("kernel.unprivileged_userns_clone") == "0":
-        return "unprivileged user namespaces are off here; turn them on: sudo sysctl -w kernel.unprivileged_userns_clone=1"
+        return ("unprivileged user namespaces are off here; turn them on: "
+                "sudo sysctl -w kernel.unprivileged_userns_clone=1")
     if _sysctl("user.max_user_namespaces") == "0":
         return "user namespaces are off here (user.max_user_namespaces=0); allow them: " \
                "sudo sysctl -w user.max_user_namespaces=15000"
@@ -247,7 +248,8 @@ def _binding(entry: str) -> str | None:
     inside a checkout (pytest puts test folders on sys.path: a hidden-test folder must never be bound)."""
     path = Path(entry).resolve()
     environments = {Path(p).resolve() for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-    if any(path == e or e in path.parents for e in environments) or {"site-packages", "dist-packages"} & set(path.parts):
+    installed = {"site-packages", "dist-packages"} & set(path.parts)
+    if installed or any(path == e or e in path.parents for e in environments):
         return str(path)
     checkout = next((p for p in (path, *path.parents) if p.is_dir() and _is_checkout(p)), None)
     if checkout is None:

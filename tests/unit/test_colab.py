@@ -134,10 +134,12 @@ def colab(tmp_path_factory):
              code(cell),
              *[code(nbio.source(c)) for c in lesson_cells],
              code("%%gpu 80\nprint('ran on a GPU')"),
-             code("import ipywidgets\nfrom cutecourse.viz import widgets\nex = widgets.layout_explorer('(4,8)', '(8,1)')\n"
+             code("import ipywidgets\nfrom cutecourse.viz import widgets\n"
+                  "ex = widgets.layout_explorer('(4,8)', '(8,1)')\n"
                   "ex.controls['shape'].value = '(2,3)'\n"
                   "print(ipywidgets.__version__, ex.picture.value.count('class=\"cell\"'), repr(ex.message.value))\n"
-                  "from cutecourse.viz.fragment_explorer import fragment_explorer\nfx = fragment_explorer('ldmatrix.x4')\n"
+                  "from cutecourse.viz.fragment_explorer import fragment_explorer\n"
+                  "fx = fragment_explorer('ldmatrix.x4')\n"
                   "fx.controls['lane'].value = 9\nprint(fx.readout.value.split('<br>')[0], repr(fx.message.value))\n"
                   "ex")]
     nb = nbformat.from_dict({"cells": cells, "nbformat": 4, "nbformat_minor": 4, "metadata": {
@@ -165,8 +167,8 @@ def test_the_setup_cell_installs_the_course_and_prints_the_doctor(colab):
     assert "Error" not in out, out
     lines = out.splitlines()
     assert lines[0].startswith("python ") and lines[0].endswith("on Linux x86_64 (Colab)"), out
-    assert any(l.startswith("can do      ") for l in lines), out
-    assert any("on Colab, kernels need an sm_80+ GPU" in l and env.COLAB_GPU_RUNTIME in l for l in lines), out
+    assert any(line.startswith("can do      ") for line in lines), out
+    assert any("on Colab, kernels need an sm_80+ GPU" in line and env.COLAB_GPU_RUNTIME in line for line in lines), out
 
 
 def test_load_ext_cutecourse_works_without_a_restart(colab):
