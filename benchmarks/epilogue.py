@@ -14,7 +14,7 @@ D = ReLU(A·B + bias), the bias one value per column (torch's addmm bias; ``Epil
 - ours: each ``--steps`` step (and ``--variants``, as benchmarks/gemm.py takes them: cutecourse.bench.kernels_to_time) with that Epilogue;
 
 beside ``torch.matmul`` alone (what the epilogue costs). For float8_e4m3fn, A and B are quantized per tensor
-(cutecourse.kernels.fp8.quantize) and D is bfloat16: ours (each ``--fp8-steps`` step with its FP8_CONFIG and
+(cutecourse.kernels.gemm.fp8.quantize) and D is bfloat16: ours (each ``--fp8-steps`` step with its FP8_CONFIG and
 alpha = sa·sb) against ``torch._scaled_mm`` (its default, which promotes the partial sums to fp32 as it goes, and
 ``use_fast_accum=True``, which keeps them in the Tensor Cores' accumulator throughout).
 
@@ -36,7 +36,7 @@ from typing import Any
 
 from cutecourse.bench import checked, kernels_to_time, settled_rounds, summary, write_csv
 
-from cutecourse.kernels import GEMM_STEPS
+from cutecourse.kernels.gemm import GEMM_STEPS
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192)]
 FP8 = "float8_e4m3fn"
@@ -68,12 +68,13 @@ def within_epilogue_bounds(d: Any, d_ref: Any, x_ref: Any, activation: str = "no
 
     Errors are measured on the scale of the pre-activation x, the scale they come with (ReLU zeroes half of D, not
     its errors): ‖d − d_ref‖ / ‖x_ref‖ ≤ L·b₁ + f, and max(|d − d_ref| − f·|x_ref|) / rms(x_ref) ≤ L·b₂, with (b₁, b₂)
-    gemm_launch.BOUNDS of d's dtype (or of the dtype `precision` names), L the activation's `LIPSCHITZ` constant
+    tolerances.BOUNDS of d's dtype (or of the dtype `precision` names), L the activation's `LIPSCHITZ` constant
     (an error of x, amplified; |act(x)| ≤ |x|, so d's own rounding stays inside b) and f its `FAST_MATH` allowance.
     NaN in d is named: an output never written, or C read though beta is 0 (its NaN times 0)."""
-    from cutecourse.kernels import gemm_launch, launch
+    from cutecourse.kernels import launch
+    from cutecourse.kernels.gemm import tolerances
 
-    frobenius, elementwise = gemm_launch.BOUNDS[precision or launch.dtype_name(d)]
+    frobenius, elementwise = tolerances.BOUNDS[precision or launch.dtype_name(d)]
     lipschitz, fast = LIPSCHITZ[activation], FAST_MATH[activation]
     got, ref, x = d.double(), d_ref.double(), x_ref.double()
     nans = int(got.isnan().sum())
@@ -146,7 +147,7 @@ def sixteen_bit_kernels(dtype: str, m: int, n: int, k: int, launches: dict[str, 
     and ours, each checked first."""
     import torch
 
-    from cutecourse.kernels.epilogue import Epilogue, reference
+    from cutecourse.kernels.gemm.epilogue import Epilogue, reference
 
     torch.manual_seed(0)
     a = torch.randn(m, k, device="cuda", dtype=getattr(torch, dtype))
@@ -180,7 +181,7 @@ def fp8_kernels(m: int, n: int, k: int, steps: list[int], say: Callable[[str], o
     for each of `steps`, each checked first against float64 of the dequantized inputs."""
     import torch
 
-    from cutecourse.kernels import fp8
+    from cutecourse.kernels.gemm import fp8
 
     torch.manual_seed(0)
     a8, sa = fp8.quantize(torch.randn(m, k, device="cuda"), torch.float8_e4m3fn)
@@ -201,7 +202,7 @@ def fp8_kernels(m: int, n: int, k: int, steps: list[int], say: Callable[[str], o
         kernels[name] = checked(f"{name} {where}", scaled, None, a8, b8, d, say=say, judge=judge)
     for number in steps:
         step = GEMM_STEPS[number - 1]
-        module = importlib.import_module(f"cutecourse.kernels.{step}")
+        module = importlib.import_module(f"cutecourse.kernels.gemm.{step}")
         ours = (lambda a, b, d, config, gemm=module.gemm: gemm(a, b, d, config, alpha=sa * sb))
         kernels[f"{step} fp8"] = checked(f"{step} fp8 {where}", ours, module.FP8_CONFIG, a8, b8, d, say=say,
                                          judge=judge)

@@ -21,7 +21,7 @@ import argparse
 import csv
 
 from cutecourse import bench
-from cutecourse.kernels import GEMM_STEPS as STEPS
+from cutecourse.kernels.gemm import GEMM_STEPS as STEPS
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 512), (16384, 1024, 8192)]
 SIMT = {"gemm01_naive", "gemm02_smem"}

@@ -17,7 +17,7 @@ import time
 import torch
 
 from cutecourse.bench import Clocks, kernels_to_time, median_ms
-from cutecourse.kernels import GEMM_STEPS
+from cutecourse.kernels.gemm import GEMM_STEPS
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--shape", default="4096x4096x4096")

@@ -26,26 +26,26 @@ import subprocess
 import sys
 import time
 
-from cutecourse.kernels import GEMM_STEPS
+from cutecourse.kernels.gemm import GEMM_STEPS
 
 _TIMER = r"""
 import importlib, json, sys, time, torch
 from cutlass.cute.runtime import make_fake_stream
-from cutecourse.kernels import gemm_launch
+from cutecourse.kernels.gemm import launcher, operands
 step, arch = sys.argv[1], sys.argv[2]
-module = importlib.import_module(f"cutecourse.kernels.{step}")
+module = importlib.import_module(f"cutecourse.kernels.gemm.{step}")
 a, b = torch.empty(256, 256, dtype=torch.float16), torch.empty(256, 256, dtype=torch.float16)
 c = torch.empty(256, 256)
-ops = gemm_launch.traits(a, b, c, step=step, vector=module.gemm.vector)
+ops = operands.traits(a, b, c, step=step, vector=module.gemm.vector)
 start = time.perf_counter()
-gemm_launch.compile_for(module.host, module.Config(), ops, a, b, c, make_fake_stream(), options=f"--gpu-arch {arch}")
+launcher.compile_for(module.host, module.Config(), ops, a, b, c, make_fake_stream(), options=f"--gpu-arch {arch}")
 print(json.dumps(time.perf_counter() - start))
 """
 
 
 def arch(step: str) -> str:
     """The arch a step compiles for without a GPU: sm_90a for the Hopper steps, sm_80 for the others."""
-    return "sm_90a" if importlib.import_module(f"cutecourse.kernels.{step}").gemm.min_cc >= 90 else "sm_80"
+    return "sm_90a" if importlib.import_module(f"cutecourse.kernels.gemm.{step}").gemm.min_cc >= 90 else "sm_80"
 
 
 def first_compile_seconds(step: str) -> float:
@@ -79,18 +79,19 @@ def launcher_overhead_us(step: str, n: int, rounds: int) -> tuple[float, float]:
     """(the launcher's µs per call, the bare compiled call's) for `step` on a 64³ bf16 problem."""
     import torch
 
-    from cutecourse.kernels import gemm_launch, launch
+    from cutecourse.kernels import launch
+    from cutecourse.kernels.gemm import launcher
 
-    module = importlib.import_module(f"cutecourse.kernels.{step}")
+    module = importlib.import_module(f"cutecourse.kernels.gemm.{step}")
     a = torch.randn(64, 64, device="cuda").to(torch.bfloat16)
     b = torch.randn(64, 64, device="cuda").to(torch.bfloat16)
     c = torch.empty(64, 64, device="cuda")
     bare, ops, fused = module.gemm.plan(a, b, c, module.Config())
-    args = (*gemm_launch.pointers(ops, a, b, c), 64, 64, 64, launch.current_stream())
+    args = (*launcher.pointers(ops, a, b, c), 64, 64, 64, launch.current_stream())
     if module.gemm.fuses:  # the plain epilogue's unused pointers, alpha and beta
-        args += (*gemm_launch.epilogue_pointers(fused, ops, c), 1.0, 0.0)
-    launcher, compiled = best_us_per_call([lambda: module.gemm(a, b, c), lambda: bare(*args)], n, rounds)
-    return launcher, compiled
+        args += (*launcher.epilogue_pointers(fused, ops, c), 1.0, 0.0)
+    cached, compiled = best_us_per_call([lambda: module.gemm(a, b, c), lambda: bare(*args)], n, rounds)
+    return cached, compiled
 
 
 def main() -> None:
@@ -111,7 +112,7 @@ def main() -> None:
     print(f"{torch.cuda.get_device_name()} (sm_{major}{minor})")
     print("| step | launcher µs/call | bare compiled call µs/call | launcher adds, µs |\n|---|---|---|---|")
     for step in args.steps:
-        module = importlib.import_module(f"cutecourse.kernels.{step}")
+        module = importlib.import_module(f"cutecourse.kernels.gemm.{step}")
         if module.gemm.min_cc > 10 * major + minor:
             print(f"| {step} | needs sm_{module.gemm.min_cc} | | |")
             continue

@@ -38,7 +38,7 @@ from typing import Any
 
 from cutecourse.bench import checked, kernels_to_time, settled_rounds, summary
 
-from cutecourse.kernels import GEMM_STEPS
+from cutecourse.kernels.gemm import GEMM_STEPS
 
 ROOT = Path(__file__).parents[1]
 #: (row elements, layout) of the bank microbenchmark: each row width plain, then swizzled.
@@ -63,7 +63,7 @@ def stages_that_fit(step: str, least: int, **fields: int) -> list[int]:
     """`least` up to the most stages the step's Config accepts with `fields` (it refuses stages that do not fit)."""
     import importlib
 
-    config_type = importlib.import_module(f"cutecourse.kernels.{step}").Config
+    config_type = importlib.import_module(f"cutecourse.kernels.gemm.{step}").Config
     stages = [least]
     while True:
         try:

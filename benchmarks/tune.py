@@ -28,7 +28,7 @@ def main() -> None:
 
     import torch
 
-    launcher = __import__(f"cutecourse.kernels.{args.step}", fromlist=["gemm"]).gemm
+    launcher = __import__(f"cutecourse.kernels.gemm.{args.step}", fromlist=["gemm"]).gemm
     lines = ["| shape | search | configs timed | its pick | ms (search) | ms (final) | × torch.matmul | pick / "
              "sweep's best |", "|---|---|---|---|---|---|---|---|"]
     for text in args.shapes:

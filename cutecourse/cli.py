@@ -76,7 +76,7 @@ def _grade(args: argparse.Namespace) -> int:
 def _steps(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from cutecourse.kernels import steps
+    from cutecourse.kernels.gemm import steps
 
     if args.steps_command == "list":
         for number, name, idea in steps.ladder():

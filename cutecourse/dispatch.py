@@ -22,7 +22,8 @@ The rules, in order (lesson 8 explains each; `Choice.reasons` names the ones tha
    step) is used instead: measured beats modelled.
 
 A K that is no multiple of the chosen step's k-tile needs no other step: every step zero-fills its last, partial
-k-tile, and the choice's reasons say so. ``explain`` needs no GPU: on CPU tensors give ``arch=`` (90, 80, ...) and, for the Hopper rule, ``sms=``.
+k-tile, and the choice's reasons say so. ``explain`` needs no GPU: on CPU tensors give ``arch=`` (90, 80, ...)
+and, for the Hopper rule, ``sms=``.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from cutecourse.kernels import GEMM_STEPS
+from cutecourse import tune_cache
+from cutecourse.kernels.gemm import GEMM_STEPS
+from cutecourse.kernels.gemm.plans import Plans
 
 ANY_SHAPE, SM80, COOPERATIVE, PINGPONG = "gemm02_smem", "gemm05_swizzle", "gemm09_multicast", "gemm10_pingpong"
 #: Steps that fuse an epilogue (``epilogue=``, ``bias=``, ``c=`` with ``beta``, ``aux=``, ``alpha``).
@@ -54,11 +57,11 @@ class Choice:
 
 
 def _module(step: str) -> Any:
-    return importlib.import_module(f"cutecourse.kernels.{step}")
+    return importlib.import_module(f"cutecourse.kernels.gemm.{step}")
 
 
 def _arch(a: Any, arch: Any) -> int:
-    import torch
+    from cutecourse.kernels.gemm import operands
 
     if arch is not None:
         if isinstance(arch, bool) or not isinstance(arch, int) or not 10 <= arch < 1000:
@@ -66,8 +69,7 @@ def _arch(a: Any, arch: Any) -> int:
                              "H100 or H200, 80 for an A100, 89 for an L4, 75 for a T4")
         return arch
     if a.is_cuda:
-        major, minor = torch.cuda.get_device_capability(a.device)
-        return major * 10 + minor
+        return operands.capability(a.device)
     raise ValueError(f"a is on {a.device}, so no GPU says which arch to choose for: pass arch= (e.g. "
                      "cutecourse.gemm.explain(a, b, arch=90)), or move the operands to the GPU (a = a.cuda())")
 
@@ -77,7 +79,8 @@ def _step_of(config: Any) -> str:
         if type(config) is _module(step).Config:
             return step
     raise ValueError(f"config={config!r}: pass a GEMM step's Config, e.g. "
-                     "cutecourse.kernels.gemm09_multicast.Config(tile_n=128), or None to let the dispatcher choose")
+                     "cutecourse.kernels.gemm.gemm09_multicast.Config(tile_n=128), or None to let the dispatcher "
+                     "choose")
 
 
 def explain(a: Any, b: Any, out: Any = None, *, epilogue: Any = None, config: Any = None, arch: int | None = None,
@@ -87,17 +90,18 @@ def explain(a: Any, b: Any, out: Any = None, *, epilogue: Any = None, config: An
     fallback where no step fits."""
     import torch
 
-    from cutecourse.kernels import gemm_launch, launch
+    from cutecourse.kernels import launch
+    from cutecourse.kernels.gemm import operands
 
     for name, t in (("a", a), ("b", b)):
         if not isinstance(t, torch.Tensor) or t.dim() != 2:
             raise ValueError(f"{name} must be a 2-D torch.Tensor, got "
                              f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
     ab = launch.dtype_name(a)
-    if ab not in gemm_launch.AB_DTYPES + gemm_launch.FP8_DTYPES:
+    if ab not in operands.AB_DTYPES + operands.FP8_DTYPES:
         raise ValueError(f"a has dtype {a.dtype}, which no GEMM step takes (float16, bfloat16, or fp8 on sm_90): "
                          f"use torch.matmul(a, b), or a = a.to(torch.bfloat16)")
-    fp8 = ab in gemm_launch.FP8_DTYPES
+    fp8 = ab in operands.FP8_DTYPES
     fused = epilogue is not None if fused is None else fused
     cc = _arch(a, arch)
     if cc < 80:
@@ -105,12 +109,12 @@ def explain(a: Any, b: Any, out: Any = None, *, epilogue: Any = None, config: An
                          "m16n8k16): use torch.matmul(a, b)")
     if fp8 and cc != 90:
         raise ValueError(f"a is {a.dtype}; the fp8 steps use wgmma, which only sm_90 has, and this is sm_{cc}: use "
-                         "torch._scaled_mm, or dequantize (cutecourse.kernels.fp8.dequantize) and torch.matmul")
+                         "torch._scaled_mm, or dequantize (cutecourse.kernels.gemm.fp8.dequantize) and torch.matmul")
     if out is None:  # a stand-in for the checks: no memory, address 0 (aligned)
         out = torch.empty(a.shape[0], b.shape[1], device="meta",
                           dtype=torch.bfloat16 if fp8 else a.dtype)
     try:  # shapes, dtypes, strides (and fp8's majors): what no step can take
-        gemm_launch.traits(a, b, out, step="cutecourse.gemm", vector=False, fp8=fp8)
+        operands.traits(a, b, out, step="cutecourse.gemm", vector=False, fp8=fp8)
     except ValueError as exc:
         raise ValueError(f"{exc}; or use torch._scaled_mm") if fp8 else exc from None
     reasons = [f"sm_{cc}, {ab} operands"]
@@ -120,10 +124,10 @@ def explain(a: Any, b: Any, out: Any = None, *, epilogue: Any = None, config: An
         if launcher.min_cc > cc:
             raise ValueError(f"config is a {step}.Config, which needs sm_{launcher.min_cc}; this is sm_{cc}: pass "
                              f"a {SM80}.Config, or None to let the dispatcher choose")
-        gemm_launch.traits(a, b, out, step=step, vector=launcher.vector, fp8=launcher.fp8)
+        operands.traits(a, b, out, step=step, vector=launcher.vector, fp8=launcher.fp8)
         return Choice(step, config, (*reasons, f"config is a {step}.Config: that step"))
     try:
-        gemm_launch.traits(a, b, out, step="every vector step", vector=True, fp8=fp8)
+        operands.traits(a, b, out, step="every vector step", vector=True, fp8=fp8)
     except ValueError as exc:
         if fp8:
             raise ValueError(f"{exc}; or use torch._scaled_mm") from None
@@ -182,17 +186,23 @@ def _tuned(a: Any, b: Any, out: Any, cc: int) -> Choice | None:
     """The tuner's stored pick for this problem on this GPU, if any (only on a GPU: the cache is keyed by it)."""
     if not a.is_cuda:
         return None
-    from cutecourse import tuning as tune
-
-    entry = tune.lookup(a, b, out)
+    entry = tune_cache.lookup(a, b, out)
     if entry is None or _module(entry["step"]).gemm.min_cc > cc:
         return None
     config = _module(entry["step"]).Config(**entry["config"])
-    return Choice(entry["step"], config, (f"sm_{cc}", f"tuned on this GPU: {entry['ms']:.4f} ms, "
-                                          f"{entry['ratio']:.3f}× torch.matmul ({tune.cache_file()})"), tuned=True)
+    reason = (f"tuned on this GPU: {entry['ms']:.4f} ms, {entry['ratio']:.3f}× torch.matmul "
+              f"({tune_cache.cache_file()})")
+    return Choice(entry["step"], config, (f"sm_{cc}", reason), tuned=True)
 
 
-_plans: dict[tuple[Any, ...], Choice] = {}
+#: The call's key -> the Choice `explain` made for it.
+_plans = Plans()
+
+
+def forget_plans() -> None:
+    """Forget every choice remembered for a call, so that the next call chooses again: after what decides the
+    choice changed (a new pick in the tuner's cache)."""
+    _plans.clear()
 
 
 def gemm(a: Any, b: Any, out: Any = None, *, epilogue: Any = None, config: Any = None, alpha: float = 1.0,
@@ -218,9 +228,7 @@ def gemm(a: Any, b: Any, out: Any = None, *, epilogue: Any = None, config: Any =
     if choice is None:
         choice = explain(a, b, out, epilogue=epilogue, config=config, fused=fused)
         if key is not None:
-            if len(_plans) > 4096:
-                _plans.clear()
-            _plans[key] = choice
+            _plans.put(key, choice)
     return _module(choice.step).gemm(a, b, out, choice.config, epilogue=epilogue, alpha=alpha, beta=beta, c=c,
                                      bias=bias, aux=aux)
 

@@ -12,26 +12,19 @@ Every candidate runs once into a NaN-filled output and is checked against float6
 a wrong or refused Config is skipped and reported. The candidates of a field are timed together, with torch.matmul,
 in `cutecourse.bench.settled_rounds` (settled and interleaved: the H200's clock follows its power draw).
 
-The pick is stored in a JSON cache (`cache_file()`: ``$CUTECOURSE_CACHE/tune.json``, by default
-``~/.cache/cutecourse/tune.json``), keyed by the GPU, its driver, the DSL version and the problem (dtypes, M, N, K,
-majors); `cutecourse.gemm` uses it for that problem on that GPU.
+The pick is stored in the tuner's cache (`cutecourse.tune_cache`), keyed by the GPU, its driver, the DSL version and
+the problem; `cutecourse.gemm` uses it for that problem on that GPU.
 """
 
 from __future__ import annotations
 
 import importlib
 import itertools
-import json
-import os
-import shutil
-import subprocess
-import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
-from cutecourse.kernels import GEMM_STEPS
+from cutecourse import tune_cache
 
 #: step -> {Config field (or "f1,f2" for fields that move together): the values searched}.
 #: Small enough that the exhaustive sweep of a space (the product: 24 Configs) runs in minutes, so that the two
@@ -45,89 +38,6 @@ SPACES: dict[str, dict[str, tuple[Any, ...]]] = {
                         "group_m": (4, 8), "epi_n": (32, 64)},
 }
 SEARCHES = ("coordinate", "exhaustive")
-
-
-def cache_file() -> Path:
-    """Where tuned picks are stored: ``$CUTECOURSE_CACHE/tune.json``, else ``~/.cache/cutecourse/tune.json``."""
-    root = os.environ.get("CUTECOURSE_CACHE") or Path.home() / ".cache" / "cutecourse"
-    return Path(root) / "tune.json"
-
-
-_driver: dict[int, str] = {}
-
-
-def gpu_identity(device: Any) -> str:
-    """The GPU, its driver and the DSL version, as the cache keys them ("NVIDIA H200|580.159.04|4.8.1")."""
-    import importlib.metadata
-
-    import torch
-
-    index = torch.device(device).index or 0
-    if index not in _driver:
-        smi = shutil.which("nvidia-smi")
-        version = ""
-        if smi:
-            done = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader", f"--id={index}"],
-                                  capture_output=True, text=True, timeout=30)
-            version = done.stdout.strip() if done.returncode == 0 else ""
-        _driver[index] = version or f"cuda-driver-api-{torch._C._cuda_getDriverVersion()}"
-    return "|".join((torch.cuda.get_device_name(index), _driver[index],
-                     importlib.metadata.version("nvidia-cutlass-dsl")))
-
-
-def problem_key(identity: str, a: Any, b: Any, out: Any) -> str:
-    """The cache key of ``out = a @ b`` on the GPU `identity`: dtypes, M×N×K and the majors."""
-    from cutecourse.kernels import gemm_launch
-
-    ops = gemm_launch.traits(a, b, out, step="cutecourse.tune", vector=False,
-                             fp8=a.dtype.is_floating_point and a.element_size() == 1)
-    (m, k), n = a.shape, b.shape[1]
-    return f"{identity}|{ops.ab}->{ops.c}|{m}x{n}x{k}|{ops.a_major}{ops.b_major}"
-
-
-def _load() -> dict[str, Any]:
-    path = cache_file()
-    if not path.exists():
-        return {}
-    try:
-        entries = json.loads(path.read_text())
-        if not isinstance(entries, dict):
-            raise ValueError("not a JSON object")
-        return entries
-    except (OSError, ValueError) as exc:
-        warnings.warn(f"the tuning cache {path} is unreadable ({exc}); it is ignored. Delete it (rm {path}) and "
-                      "tune again", stacklevel=3)
-        return {}
-
-
-def lookup(a: Any, b: Any, out: Any) -> dict[str, Any] | None:
-    """The stored pick for ``out = a @ b`` on a's GPU: {"step", "config" (its fields), "ms", "ratio"}, or None."""
-    entry = _load().get(problem_key(gpu_identity(a.device), a, b, out))
-    if not isinstance(entry, dict) or entry.get("step") not in GEMM_STEPS:
-        return None
-    config_type = importlib.import_module(f"cutecourse.kernels.{entry['step']}").Config
-    try:
-        config_type(**entry["config"])
-    except (TypeError, ValueError):  # stored by another version of the step: not this step's Config any more
-        return None
-    return entry
-
-
-def store(key: str, entry: dict[str, Any]) -> None:
-    """Store `entry` for `key`. A new tune of the same step replaces the old pick (the kernel, the clocks or the data
-    may have changed since); a pick of another step stays if it was further ahead of torch.matmul, each ratio taken
-    against torch.matmul in its own rounds (times from different runs do not compare)."""
-    entries = _load()
-    old = entries.get(key)
-    if (isinstance(old, dict) and old.get("step") != entry["step"]
-            and old.get("ratio", 0.0) >= entry["ratio"]):
-        return
-    entries[key] = entry
-    path = cache_file()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(entries, indent=1, sort_keys=True) + "\n")
-    temporary.replace(path)  # atomic: a reader never sees half a file
 
 
 @dataclass
@@ -157,7 +67,7 @@ class Tuned:
 
 def changes(step: str, config: Any) -> str:
     """`config`'s fields that differ from `step`'s default, as "tile_n=128,group_m=4"."""
-    default = importlib.import_module(f"cutecourse.kernels.{step}").Config()
+    default = importlib.import_module(f"cutecourse.kernels.gemm.{step}").Config()
     return ",".join(f"{k}={v}" for k, v in asdict(config).items() if getattr(default, k) != v)
 
 
@@ -228,10 +138,10 @@ def tune(shape: tuple[int, int, int], dtype: str = "bfloat16", *, step: str | No
         raise ValueError(f"step={step!r}: the tuner searches {', '.join(SPACES)}; pass one of them")
     space = SPACES[step] if space is None else space
     unknown = [f for names in space for f in names.split(",") if f not in
-               importlib.import_module(f"cutecourse.kernels.{step}").Config.__dataclass_fields__]
+               importlib.import_module(f"cutecourse.kernels.gemm.{step}").Config.__dataclass_fields__]
     if unknown:
         raise ValueError(f"space names {', '.join(unknown)}, which {step}.Config does not have")
-    launcher = importlib.import_module(f"cutecourse.kernels.{step}").gemm
+    launcher = importlib.import_module(f"cutecourse.kernels.gemm.{step}").gemm
     default = launcher.default
     timed: dict[Any, float | None] = {}
     baseline: dict[Any, float] = {}  # Config -> torch.matmul's ms in the rounds where it was last timed
@@ -275,11 +185,11 @@ def tune(shape: tuple[int, int, int], dtype: str = "bfloat16", *, step: str | No
         clocks.close()
     if best is None or timed.get(best) is None:
         raise ValueError(f"no Config of {step} in the space ran right on {m}x{n}x{k} {dtype}: see the lines above")
-    key = problem_key(gpu_identity(a.device), a, b, c)
+    key = tune_cache.problem_key(tune_cache.gpu_identity(a.device), a, b, c)
     result = Tuned(step, best, timed[best], baseline[best], list(timed.items()), key)
     if cache:
-        store(key, {"step": step, "config": asdict(best), "ms": result.ms, "ratio": result.ratio,
+        tune_cache.store(key, {"step": step, "config": asdict(best), "ms": result.ms, "ratio": result.ratio,
                     "search": search, "tried": len(timed)})
-        dispatch._plans.clear()  # the dispatcher's remembered choices predate this pick
+        dispatch.forget_plans()  # the dispatcher's remembered choices predate this pick
     return result
 

@@ -13,6 +13,9 @@ and 0.914× of torch.matmul in bf16 at 8192³ in two runs (1.106× and 0.863× i
 shows torch.matmul 3-5% faster in its first 100 ms after the one-warpgroup wgmma step than once settled; so no
 kernel should always follow the same one. The SM clock and board power while each kernel ran come from
 :class:`Clocks` (nvidia-smi): at the power limit, a kernel that moves more data runs at a lower clock.
+
+`cutecourse.bench.measure` times lesson 1's two roofline figures (copy bandwidth, torch.matmul TFLOP/s) with
+:func:`median_ms`; `cutecourse.bench.ncu` reads the profiler's Nsight Compute metrics.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from cutecourse.kernels import GEMM_STEPS
+from cutecourse.kernels.gemm import GEMM_STEPS
 
 #: What the operands hold (`operands`): random-normal values (the benchmarks' default, at the power limit), small
 #: integers (-2 to 2: exact in every format, and fewer bits toggle), or zeros (the least power a GEMM can draw).
@@ -127,7 +130,7 @@ def kernels_to_time(steps: list[int], variants: list[str]) -> dict[str, tuple]:
         specs.append((int(number), fields))
     launches = {}
     for number, fields in specs:
-        module = importlib.import_module(f"cutecourse.kernels.{GEMM_STEPS[number - 1]}")
+        module = importlib.import_module(f"cutecourse.kernels.gemm.{GEMM_STEPS[number - 1]}")
         changes = dict(f.split("=") for f in fields.split(",")) if fields else {}
         name = f"{GEMM_STEPS[number - 1]}({fields})" if fields else GEMM_STEPS[number - 1]
         try:
@@ -174,16 +177,16 @@ def checked(name: str, gemm: Any, config: Any, a: Any, b: Any, c: Any, say: Call
             judge: Callable[[Any], str | None] | None = None) -> Callable[[int], object]:
     """`gemm(a, b, c, config)` run once into a NaN-filled C and checked against torch in float64 (the first call also
     compiles; a wrong result stops the run), as the closure fn(i) that `settled_rounds` times. `judge(c)` says what
-    is wrong with C (None: nothing); by default gemm_launch.within_bounds(c, a, b), C = a @ b."""
+    is wrong with C (None: nothing); by default tolerances.within_bounds(c, a, b), C = a @ b."""
     import torch
 
-    from cutecourse.kernels import gemm_launch
+    from cutecourse.kernels.gemm import tolerances
 
     c.fill_(float("nan"))
     start = time.perf_counter()
     gemm(a, b, c, config)
     torch.cuda.synchronize()
-    problem = judge(c) if judge else gemm_launch.within_bounds(c, a, b)
+    problem = judge(c) if judge else tolerances.within_bounds(c, a, b)
     if problem:
         raise WrongResult(f"{name} is wrong: {problem}")
     say(f"{name}: correct; first call (compile + run) {time.perf_counter() - start:.1f} s")

@@ -1,7 +1,8 @@
 """Two measurements for the roofline, on the GPU this process sees: device copy bandwidth and torch.matmul TFLOP/s.
 
-Timing uses CUDA events after a warm-up and reports the median of `reps` runs. torch is imported on call, so
-``import cutecourse.hw`` stays light.
+Timing uses CUDA events after a warm-up (`cutecourse.bench.median_ms`) and reports the median of `reps` runs;
+lesson 1's ``%%gpu`` cell compares them with the datasheet row `spec_for` finds (`cutecourse.hw.specs`). torch is
+imported on call, so ``import cutecourse.bench`` stays light.
 """
 
 from __future__ import annotations

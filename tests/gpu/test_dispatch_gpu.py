@@ -3,6 +3,7 @@ majors, outputs poisoned) the dispatched result matches float64 torch and the st
 names; the SM80 path's choice runs right on a Hopper GPU too; fused epilogues and fp8 go through the dispatcher."""
 
 import functools
+import importlib
 import math
 import random
 
@@ -12,7 +13,7 @@ torch = pytest.importorskip("torch")
 
 import cutecourse  # noqa: E402
 from cutecourse import dispatch  # noqa: E402
-from cutecourse.kernels import epilogue, fp8, gemm_launch  # noqa: E402
+from cutecourse.kernels.gemm import epilogue, fp8, tolerances  # noqa: E402
 
 pytestmark = pytest.mark.gpu(80)
 SIZES = [1, 7, 8, 64, 127, 128, 129, 255, 256, 1000, 1024, 2048, 3000, 4096]
@@ -22,7 +23,7 @@ SIZES = [1, 7, 8, 64, 127, 128, 129, 255, 256, 1000, 1024, 2048, 3000, 4096]
 def no_tuned_picks(tmp_path, monkeypatch):
     """An empty tuning cache: the rules decide, not what a user once tuned."""
     monkeypatch.setenv("CUTECOURSE_CACHE", str(tmp_path))
-    dispatch._plans.clear()
+    dispatch.forget_plans()
 
 
 @pytest.fixture
@@ -30,7 +31,7 @@ def ran(monkeypatch):
     """The steps' launchers, wrapped to record which one each call reached."""
     calls = []
     for step in ("gemm02_smem", "gemm05_swizzle", "gemm09_multicast", "gemm10_pingpong"):
-        module = dispatch._module(step)
+        module = importlib.import_module(f"cutecourse.kernels.gemm.{step}")
         launcher = module.gemm
 
         @functools.wraps(launcher)  # keeps its attributes (min_cc, vector, ...), which explain reads
@@ -63,7 +64,7 @@ def test_200_random_problems_are_right_and_run_the_step_explain_names(ran):
         cutecourse.gemm(a, b, out)
         torch.cuda.synchronize()
         seen[choice.step] = seen.get(choice.step, 0) + 1
-        issue = gemm_launch.within_bounds(out, a, b)
+        issue = tolerances.within_bounds(out, a, b)
         if issue or ran != [choice.step]:
             wrong.append(f"{tuple(a.shape)} @ {tuple(b.shape)} {a.dtype} -> {out.dtype}: explain says "
                          f"{choice.step}, ran {ran}; {issue or 'right'}")
@@ -83,7 +84,7 @@ def test_the_sm80_paths_choice_runs_right_here_too(ran):
         cutecourse.gemm(a, b, out, config=choice.config)
         torch.cuda.synchronize()
         assert ran == [choice.step] and choice.step in ("gemm02_smem", "gemm05_swizzle")
-        assert gemm_launch.within_bounds(out, a, b) is None, (tuple(a.shape), tuple(b.shape))
+        assert tolerances.within_bounds(out, a, b) is None, (tuple(a.shape), tuple(b.shape))
 
 
 def test_a_fused_epilogue_goes_to_a_fusing_step_and_matches_the_reference(ran):

@@ -1,4 +1,4 @@
-"""The fused epilogue of steps 5, 9 and 10 on the GPU against float64 torch (cutecourse.kernels.epilogue.reference):
+"""The fused epilogue of steps 5, 9 and 10 on the GPU against float64 torch (`epilogue.reference`):
 D = act(alpha · A·B + beta · C + bias) on 225 random ragged shapes and 45 edge cases over 45 compiled epilogues
 (every activation with every bias kind, the bias in D's dtype or float32, aux on and off, both operand dtypes, every
 D dtype, both majors of A and B, beta = 0 with a NaN-filled C, which must not be read, and beta ≠ 0, alpha ≠ 1 and
@@ -19,8 +19,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from cutecourse.kernels import fp8, gemm_launch  # noqa: E402
-from cutecourse.kernels.epilogue import ACTIVATIONS, Epilogue, reference  # noqa: E402
+from cutecourse.kernels.gemm import fp8, tolerances  # noqa: E402
+from cutecourse.kernels.gemm.epilogue import ACTIVATIONS, Epilogue, reference  # noqa: E402
 
 pytestmark = pytest.mark.gpu(80)
 
@@ -194,7 +194,7 @@ def test_fp8_agrees_with_torch_scaled_mm():
     torch.cuda.synchronize()
     assert within_epilogue_bounds(theirs, ref, ref, precision=bench.FP8_PRECISION) is None  # the judge holds for them
     assert within_epilogue_bounds(d, ref, ref, precision=bench.FP8_PRECISION) is None
-    assert float((d.double() - theirs.double()).norm() / ref.norm()) < gemm_launch.BOUNDS[bench.FP8_PRECISION][0]
+    assert float((d.double() - theirs.double()).norm() / ref.norm()) < tolerances.BOUNDS[bench.FP8_PRECISION][0]
 
 
 def bad_arguments(m, n):

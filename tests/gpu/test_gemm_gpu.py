@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from cutecourse.kernels import GEMM_STEPS, gemm_launch  # noqa: E402
+from cutecourse.kernels.gemm import GEMM_STEPS, tolerances  # noqa: E402
 
 pytestmark = pytest.mark.gpu(80)
 
@@ -65,7 +65,7 @@ def failures(gemm, combo, cases):
         a, b, c = operands(m, n, k, combo)
         gemm(a, b, c)
         torch.cuda.synchronize()
-        problem = gemm_launch.within_bounds(c, a, b)
+        problem = tolerances.within_bounds(c, a, b)
         if problem:
             wrong.append(f"{(m, n, k)}: {problem}")
     return wrong
@@ -79,7 +79,7 @@ def needs(cc):
 
 def runnable(step):
     """The step's module; the test is skipped, with the reason, on a GPU older than the step needs."""
-    module = importlib.import_module(f"cutecourse.kernels.{step}")
+    module = importlib.import_module(f"cutecourse.kernels.gemm.{step}")
     needs(module.gemm.min_cc)
     return module
 
@@ -130,7 +130,7 @@ def test_persistent_grids_of_any_size_cover_every_tile(step):
 def variant(step, edits, tmp_path):
     """A copy of `step` with text `edits` applied ((old, new) pairs, each found exactly once), imported from a file
     (the DSL reads kernels' source)."""
-    module = importlib.import_module(f"cutecourse.kernels.{step}")
+    module = importlib.import_module(f"cutecourse.kernels.gemm.{step}")
     source = open(module.__file__).read()
     for old, new in edits:
         assert source.count(old) == 1, f"{step} no longer has exactly one {old!r}: update this broken variant"
@@ -203,19 +203,19 @@ def test_every_idea_of_the_ladder_has_a_broken_kernel():
 
 @pytest.mark.parametrize("step", STEPS)
 def test_each_step_names_the_arch_it_needs(step, monkeypatch):
-    module = importlib.import_module(f"cutecourse.kernels.{step}")
+    module = importlib.import_module(f"cutecourse.kernels.gemm.{step}")
     assert module.gemm.min_cc == (90 if step in STEPS[5:] else 80)
     older, way = (80, "use gemm05_swizzle") if module.gemm.min_cc == 90 else (75, "every GEMM step needs an sm_80")
     a, b, c = operands(64, 64, 64, COMBOS[0])
-    monkeypatch.setitem(gemm_launch._capability, a.device, older)  # pretend to be an A100 (a T4)
-    monkeypatch.setattr(module.gemm, "plans", {})  # no verdict cached by an earlier call
+    monkeypatch.setattr("cutecourse.kernels.gemm.operands.capability", lambda device: older)  # an A100 (a T4)
+    module.gemm.plans.clear()  # no verdict cached by an earlier call
     with pytest.raises(ValueError, match=rf"{step} needs sm_{module.gemm.min_cc} or newer .* this GPU is "
                                          rf"sm_{older}: {way}"):
         module.gemm(a, b, c)
 
 
 def test_a_cpu_operand_and_unsupported_strides_are_refused():
-    from cutecourse.kernels import gemm05_swizzle
+    from cutecourse.kernels.gemm import gemm05_swizzle
 
     a, b, c = operands(64, 64, 64, COMBOS[0])
     with pytest.raises(ValueError, match=r"b is on cpu; move it to the GPU: b = b.cuda\(\)"):

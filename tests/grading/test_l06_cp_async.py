@@ -104,7 +104,7 @@ def gemm04_adapted() -> str:
 def gemm04_verbatim() -> str:
     """gemm04's mainloop as the package has it (`stages` spelled as the cell's constant): its names are not the
     cell's."""
-    from cutecourse.kernels import gemm04_multistage
+    from cutecourse.kernels.gemm import gemm04_multistage
 
     package = inspect.getsource(gemm04_multistage)
     start = package.index("    cute.copy(tiled_copy_a, tAgA[None, None, None, 0]")
@@ -189,7 +189,7 @@ def test_the_mistakes_only_numbers_show_compile_to_ptx_that_passes(tmp_path, nam
 
 
 def test_the_adapted_mainloop_is_the_packages_step_4():
-    from cutecourse.kernels import gemm04_multistage
+    from cutecourse.kernels.gemm import gemm04_multistage
 
     package, adapted = tokens(inspect.getsource(gemm04_multistage)), tokens(GEMM04_MAINLOOP)
     for line in GEMM04_LINES:

@@ -46,16 +46,16 @@ def step6_answer() -> str:
     """The package's step 6 (gemm06_wgmma: one warpgroup of 128 threads, warp 0 loading between its wgmma batches)
     as a 6.5 answer: its kernel, its loader and the course's epilogue from their source, launched by the
     solution's host with step 6's 128 threads. It computes the right GEMM."""
-    from cutecourse.kernels import gemm06_wgmma, gemm_launch
+    from cutecourse.kernels.gemm import device, gemm06_wgmma
 
     sol = solution()
     header, host = sol[:sol.index("\n@cute.kernel")], sol[sol.index("\n@cute.jit\ndef tma_host"):]
     host = edited(host, ("sA_layout, sB_layout, ab).launch(", "sA_layout, sB_layout, ab, tiler).launch("),
                   ("block=(TMA_THREADS, 1, 1)", "block=(WARPGROUP_THREADS, 1, 1)"),
                   ("tma_kernel(", "_kernel("))
-    parts = [textwrap.dedent(inspect.getsource(f)) for f in (gemm_launch.store_inside, gemm06_wgmma._load)]
+    parts = [textwrap.dedent(inspect.getsource(f)) for f in (device.store_inside, gemm06_wgmma._load)]
     kernel = edited(textwrap.dedent(inspect.getsource(gemm06_wgmma._kernel)),
-                    ("gemm_launch.store_inside(", "store_inside("))
+                    ("device.store_inside(", "store_inside("))
     return "\n\n".join([header, "from cutlass.memory import SmemAllocator",
                         "WARPGROUP_THREADS, WARPGROUP_WARPS = cute.arch.THREADS_PER_WARPGROUP, "
                         "cute.arch.WARPS_PER_WARPGROUP", *parts, kernel]) + "\n" + host

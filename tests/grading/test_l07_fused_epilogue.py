@@ -282,7 +282,7 @@ def test_the_mistakes_only_numbers_show_compile_to_ptx_that_passes(tmp_path, exe
 
 
 def test_the_adapted_epilogue_is_the_packages_step_5():
-    from cutecourse.kernels import gemm05_swizzle
+    from cutecourse.kernels.gemm import gemm05_swizzle
 
     package, adapted = tokens(inspect.getsource(gemm05_swizzle)), tokens(GEMM05_EPILOGUE)
     for line in GEMM05_LINES:

@@ -159,7 +159,7 @@ STEP3_AS_5_6 = edited(solution("5.6"),
 
 
 def test_the_step_3_answers_are_what_the_package_and_the_lesson_show():
-    from cutecourse.kernels import gemm03_mma
+    from cutecourse.kernels.gemm import gemm03_mma
 
     package, lesson = tokens(inspect.getsource(gemm03_mma)), [tokens(t) for t in notebook_texts(LESSON)]
     for line in STEP3_LINES:

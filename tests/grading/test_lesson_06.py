@@ -180,7 +180,7 @@ def test_the_packages_own_kernels_earn_no_kernel_points(partial_report):
 def test_step_5s_rule_and_step_7s_stage_count_are_what_the_package_has():
     """WRONG's 6.1 and 6.3 are the package's own: step 5's swizzle bits for a row (16-bit only) and step 7's count of
     stages; submitted, they fail (above)."""
-    from cutecourse.kernels import steps
+    from cutecourse.kernels.gemm import steps
 
     assert "cute.make_swizzle(bits, 3, 3)" in steps.source(5)
     assert "stages = config.stages or (SMEM_BYTES - 1024) // stage_bytes" in steps.source(7)

@@ -8,7 +8,7 @@ torch = pytest.importorskip("torch")
 
 import cutecourse  # noqa: E402
 from cutecourse import dispatch  # noqa: E402
-from cutecourse.kernels import epilogue, gemm05_swizzle, gemm09_multicast, gemm10_pingpong  # noqa: E402
+from cutecourse.kernels.gemm import epilogue, gemm05_swizzle, gemm09_multicast, gemm10_pingpong  # noqa: E402
 
 explain = cutecourse.gemm.explain
 

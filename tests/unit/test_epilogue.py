@@ -8,8 +8,10 @@ import pytest
 import torch
 from cutlass.cute.runtime import make_fake_stream
 
-from cutecourse.kernels import epilogue, fp8, gemm05_swizzle, gemm10_pingpong, gemm_launch, gemm04_multistage, ptx
-from cutecourse.kernels.epilogue import ACTIVATIONS, Epilogue, Fused, plan, reference
+from cutecourse.kernels import ptx
+from cutecourse.kernels.gemm import (epilogue, fp8, gemm04_multistage, gemm05_swizzle, gemm10_pingpong, launcher,
+                                     operands)
+from cutecourse.kernels.gemm.epilogue import ACTIVATIONS, Epilogue, Fused, plan, reference
 
 
 def test_an_epilogue_names_what_it_fuses_and_refuses_what_it_does_not_know():
@@ -86,12 +88,12 @@ def test_fp8_operands_are_hoppers_and_k_major():
     a8 = torch.randn(64, 32).to(torch.float8_e4m3fn)
     bt8 = torch.randn(48, 32).to(torch.float8_e4m3fn)
     d = torch.empty(64, 48, dtype=torch.bfloat16)
-    ops = gemm_launch.traits(a8, bt8.t(), d, step="gemm10_pingpong", vector=True, fp8=True)
+    ops = operands.traits(a8, bt8.t(), d, step="gemm10_pingpong", vector=True, fp8=True)
     assert (ops.ab, ops.a_major, ops.b_major, ops.vector) == ("float8_e4m3fn", "k", "k", 16)
     with pytest.raises(ValueError, match=r"a is K-major and b N-major; wgmma reads fp8 operands K-major only"):
-        gemm_launch.traits(a8, bt8.t().contiguous(), d, step="gemm10_pingpong", vector=True, fp8=True)
+        operands.traits(a8, bt8.t().contiguous(), d, step="gemm10_pingpong", vector=True, fp8=True)
     with pytest.raises(ValueError, match=r"gemm05_swizzle takes float16 or bfloat16 operands, and fp8 .* gemm10"):
-        gemm_launch.traits(a8, bt8.t(), d, step="gemm05_swizzle", vector=True)
+        operands.traits(a8, bt8.t(), d, step="gemm05_swizzle", vector=True)
 
 
 def test_quantize_scales_the_largest_value_to_the_formats_largest():
@@ -111,11 +113,11 @@ def _ptx(module, fused, arch, m=200, n=136, k=72, ab=torch.bfloat16, b_major="n"
     a = torch.randn(m, k).to(ab)
     b = torch.randn(k, n).to(ab) if b_major == "n" else torch.randn(n, k).to(ab).t()
     d = torch.empty(m, n, dtype=torch.bfloat16)
-    ops = gemm_launch.traits(a, b, d, step=module.__name__.rpartition(".")[2], vector=True,
+    ops = operands.traits(a, b, d, step=module.__name__.rpartition(".")[2], vector=True,
                              fp8=ab in fp8.DTYPES)
     bias = torch.zeros(n if fused.epilogue.bias == "n" else m, dtype=getattr(torch, fused.bias_dtype or "bfloat16"))
     config = module.FP8_CONFIG if ab in fp8.DTYPES else module.Config()
-    return ptx.ptx_of(lambda options: gemm_launch.compile_for(
+    return ptx.ptx_of(lambda options: launcher.compile_for(
         module.host, config, ops, a, b, d, make_fake_stream(), options=options, fused=fused, source=d.clone(),
         bias=bias, aux=d.clone()), arch)
 

@@ -12,7 +12,9 @@ torch = pytest.importorskip("torch")
 
 from cutlass.cute.runtime import make_fake_stream  # noqa: E402
 
-from cutecourse.kernels import GEMM_STEPS, gemm_launch, ptx  # noqa: E402
+from cutecourse.kernels import ptx  # noqa: E402
+from cutecourse.kernels.gemm import GEMM_STEPS, launcher  # noqa: E402
+from cutecourse.kernels.gemm.operands import traits  # noqa: E402
 
 #: step -> the instructions it adds (an opcode prefix, or an operand such as ``%nctaid``). Each step keeps what it
 #: needs of the earlier ones.
@@ -47,13 +49,13 @@ def operands(m, n, k, ab=torch.float16, c=torch.float32, a_major="k", b_major="n
 
 def arch(step):
     """Steps 1-5 compile for sm_80, the Hopper steps (which need sm_90) for sm_90a."""
-    return "sm_90a" if importlib.import_module(f"cutecourse.kernels.{step}").gemm.min_cc >= 90 else "sm_80"
+    return "sm_90a" if importlib.import_module(f"cutecourse.kernels.gemm.{step}").gemm.min_cc >= 90 else "sm_80"
 
 
 def compile_ptx(step, a, b, c):
-    module = importlib.import_module(f"cutecourse.kernels.{step}")
-    ops = gemm_launch.traits(a, b, c, step=step, vector=module.gemm.vector)
-    return ptx.ptx_of(lambda options: gemm_launch.compile_for(module.host, module.Config(), ops, a, b, c,
+    module = importlib.import_module(f"cutecourse.kernels.gemm.{step}")
+    ops = traits(a, b, c, step=step, vector=module.gemm.vector)
+    return ptx.ptx_of(lambda options: launcher.compile_for(module.host, module.Config(), ops, a, b, c,
                                                              make_fake_stream(), options=options), arch(step))
 
 

@@ -10,24 +10,24 @@ from cutecourse import hw
 pytest.importorskip("cutlass")
 torch = pytest.importorskip("torch")
 
-from cutecourse.kernels import gemm_launch  # noqa: E402
+from cutecourse.kernels.gemm import launcher, operands  # noqa: E402
 
 
 def traits(a, b, c, vector=True):
-    return gemm_launch.traits(a, b, c, step="gemm05_swizzle", vector=vector)
+    return operands.traits(a, b, c, step="gemm05_swizzle", vector=vector)
 
 
-def operands(m=64, n=32, k=16, dtype=torch.float16, out=torch.float32):
+def problem(m=64, n=32, k=16, dtype=torch.float16, out=torch.float32):
     return torch.empty(m, k, dtype=dtype), torch.empty(k, n, dtype=dtype), torch.empty(m, n, dtype=out)
 
 
 def test_majors_follow_the_strides():
-    a, b, c = operands()
-    assert traits(a, b, c) == gemm_launch.Operands("float16", "float32", "k", "n", 8)
+    a, b, c = problem()
+    assert traits(a, b, c) == operands.Operands("float16", "float32", "k", "n", 8)
     at, bt = torch.empty(16, 64, dtype=torch.float16), torch.empty(32, 16, dtype=torch.float16)
-    assert traits(at.t(), bt.t(), c) == gemm_launch.Operands("float16", "float32", "m", "k", 8)
+    assert traits(at.t(), bt.t(), c) == operands.Operands("float16", "float32", "m", "k", 8)
     assert traits(a.bfloat16(), b.bfloat16(), c.half(), vector=False) == \
-        gemm_launch.Operands("bfloat16", "float16", "k", "n", 1)
+        operands.Operands("bfloat16", "float16", "k", "n", 1)
 
 
 @pytest.mark.parametrize("change, match", [
@@ -43,20 +43,20 @@ def test_majors_follow_the_strides():
 ])
 def test_misuse_names_the_argument_and_the_fix(change, match):
     with pytest.raises(ValueError, match=match):
-        traits(*change(*operands()))
+        traits(*change(*problem()))
 
 
 def test_the_16_byte_rule_names_the_extent_and_the_way_out():
-    a, b, c = operands(k=12)
+    a, b, c = problem(k=12)
     with pytest.raises(ValueError, match=r"a's contiguous extent is K=12 .* multiple of 8 .* or use gemm02_smem"):
         traits(a, torch.empty(12, 32, dtype=torch.float16), c)
-    a, b, c = operands(n=36)
+    a, b, c = problem(n=36)
     with pytest.raises(ValueError, match=r"b's contiguous extent is N=36"):
         traits(a, b, c)
-    a, b, c = operands(m=60)
+    a, b, c = problem(m=60)
     with pytest.raises(ValueError, match=r"a's contiguous extent is M=60"):
         traits(torch.empty(16, 60, dtype=torch.float16).t(), b, c)
-    a, b, c = operands()
+    a, b, c = problem()
     offset = torch.empty(64 * 16 + 1, dtype=torch.float16)[1:].view(64, 16)  # 2 bytes past alignment
     with pytest.raises(ValueError, match=r"a starts 2 bytes past a 16-byte boundary: gemm05_swizzle moves 16-byte "
                                          r"vectors.*a.clone\(\)"):
@@ -65,13 +65,13 @@ def test_the_16_byte_rule_names_the_extent_and_the_way_out():
     assert traits(a, bk, torch.empty(64, 36)).b_major == "k"  # 144-byte fp32 rows hold whole vectors
     with pytest.raises(ValueError, match=r"c's contiguous extent is N=36 .* multiple of 8"):
         traits(a, bk, torch.empty(64, 36, dtype=torch.float16))  # 72-byte fp16 rows do not
-    assert traits(*operands(m=7, n=13, k=5), vector=False).vector == 1  # the SIMT steps take any shape
+    assert traits(*problem(m=7, n=13, k=5), vector=False).vector == 1  # the SIMT steps take any shape
 
 
 def test_launchers_refuse_cpu_tensors_before_anything_else():
-    from cutecourse.kernels import gemm01_naive
+    from cutecourse.kernels.gemm import gemm01_naive
 
-    a, b, c = operands()
+    a, b, c = problem()
     with pytest.raises(ValueError, match=r"a is on cpu; move it to the GPU: a = a.cuda\(\)"):
         gemm01_naive.gemm(a, b, c)
 
@@ -95,19 +95,19 @@ def test_extents_past_the_grid_limit_are_refused_with_the_way_to_split():
 def test_the_persistent_steps_never_launch_more_ctas_than_the_gpu_has_sms_for(monkeypatch, step):
     from types import SimpleNamespace
 
-    module = importlib.import_module(f"cutecourse.kernels.{step}")
+    module = importlib.import_module(f"cutecourse.kernels.gemm.{step}")
     sms = {"cuda:0": 114, "cuda:1": 132}  # an H100 PCIe and an H200
-    monkeypatch.setattr(gemm_launch.torch.cuda, "get_device_properties",
+    monkeypatch.setattr(launcher.torch.cuda, "get_device_properties",
                         lambda device: SimpleNamespace(multi_processor_count=sms[device]))
     assert module.Config().sms == hw.SPECS["H200"].sms == 132
-    assert gemm_launch.for_device(module.Config(), "cuda:0").sms == 114
-    assert gemm_launch.for_device(module.Config(), "cuda:1") == module.Config()
-    assert gemm_launch.for_device(module.Config(sms=64), "cuda:0").sms == 64  # a smaller grid asked for stays
-    assert module.gemm.for_device is gemm_launch.for_device  # and the launcher applies it
+    assert launcher.for_device(module.Config(), "cuda:0").sms == 114
+    assert launcher.for_device(module.Config(), "cuda:1") == module.Config()
+    assert launcher.for_device(module.Config(sms=64), "cuda:0").sms == 64  # a smaller grid asked for stays
+    assert module.gemm.for_device is launcher.for_device  # and the launcher applies it
 
 
 def test_the_steps_take_their_limits_from_cutecourse_hw():
-    from cutecourse.kernels import gemm05_swizzle, gemm06_wgmma, gemm09_multicast
+    from cutecourse.kernels.gemm import gemm05_swizzle, gemm06_wgmma, gemm09_multicast
 
     assert gemm05_swizzle.SMEM_BYTES == hw.ARCH_LIMITS["sm_80"].smem_per_block_max == 163 * 1024
     assert gemm06_wgmma.SMEM_BYTES == gemm09_multicast.SMEM_BYTES == 227 * 1024
@@ -130,29 +130,29 @@ def test_the_steps_take_their_limits_from_cutecourse_hw():
     ("gemm10_pingpong", dict(tile_n=256), r"tile_n=256.*more than 128 accumulators a consumer thread"),
 ])
 def test_a_config_the_kernel_cannot_run_is_refused_by_name(step, fields, match):
-    module = importlib.import_module(f"cutecourse.kernels.{step}")
+    module = importlib.import_module(f"cutecourse.kernels.gemm.{step}")
     module.Config()  # the defaults are valid
     with pytest.raises(ValueError, match=match):
         module.Config(**fields)
 
 
 def test_a_config_of_another_step_is_refused_by_name():
-    from cutecourse.kernels import gemm04_multistage, gemm05_swizzle
+    from cutecourse.kernels.gemm import gemm04_multistage, gemm05_swizzle
 
     with pytest.raises(ValueError, match=r"config is a gemm04_multistage.Config; gemm05_swizzle takes its own: "
                                          r"gemm05_swizzle.Config\(...\)"):
-        gemm05_swizzle.gemm(*operands(), gemm04_multistage.Config())
+        gemm05_swizzle.gemm(*problem(), gemm04_multistage.Config())
 
 
 @pytest.mark.parametrize("step", ["gemm07_warpspecialized", "gemm09_multicast"])
 def test_explicit_stages_that_do_not_fit_shared_memory_are_refused_at_compile_time(step):
     from cutlass.cute.runtime import make_fake_stream
 
-    module = importlib.import_module(f"cutecourse.kernels.{step}")
-    a, b, c = operands(256, 256, 64)
+    module = importlib.import_module(f"cutecourse.kernels.gemm.{step}")
+    a, b, c = problem(256, 256, 64)
     ops = traits(a, b, c)
     with pytest.raises(ValueError, match=r"Config\(stages=5\): 5 stages of 49152 bytes do not fit"):
-        gemm_launch.compile_for(module.host, module.Config(stages=5), ops, a, b, c, make_fake_stream(),
+        launcher.compile_for(module.host, module.Config(stages=5), ops, a, b, c, make_fake_stream(),
                                 options="--gpu-arch sm_90a")
 
 
@@ -160,29 +160,46 @@ def test_a_launch_checks_and_compiles_once_then_passes_aligned_pointers_and_the_
     """The launcher's cached path, on CPU tensors: the checks (here `traits`, as `check` would refuse a CPU tensor)
     and the compile run on the first call only; every call gets the three pointers, 16-byte aligned for a vector
     step, with M, N, K and the stream."""
-    from cutecourse.kernels import gemm05_swizzle as step5
+    from cutecourse.kernels.gemm import gemm05_swizzle as step5
 
     checks, compiles, calls = [], [], []
 
     def check(a, b, c, **kw):
         checks.append(kw["step"])
-        return gemm_launch.traits(a, b, c, step=kw["step"], vector=kw["vector"])
+        return operands.traits(a, b, c, step=kw["step"], vector=kw["vector"])
 
     def compile_for(*args, **kw):
         compiles.append(args[1])
         return lambda *call: calls.append(call)
 
-    monkeypatch.setattr(gemm_launch, "check", check)
-    monkeypatch.setattr(gemm_launch, "compile_for", compile_for)
-    monkeypatch.setattr(gemm_launch.launch, "current_stream", lambda device=None: "the stream")
-    monkeypatch.setattr(gemm_launch, "make_ptr", lambda dtype, address, space, assumed_align: (
+    monkeypatch.setattr(operands, "check", check)
+    monkeypatch.setattr(launcher, "compile_for", compile_for)
+    monkeypatch.setattr(launcher.launch, "current_stream", lambda device=None: "the stream")
+    monkeypatch.setattr(launcher, "make_ptr", lambda dtype, address, space, assumed_align: (
         str(dtype), address, assumed_align))
-    launcher = gemm_launch.Launcher(step5.host, step5.Config, vector=True, min_cc=80)
-    a, b, c = operands(64, 32, 16)
+    gemm = launcher.Launcher(step5.host, step5.Config, vector=True, min_cc=80)
+    a, b, c = problem(64, 32, 16)
     for _ in range(3):
-        assert launcher(a, b, c) is c
+        assert gemm(a, b, c) is c
     assert checks == ["gemm05_swizzle"] and compiles == [step5.Config()] and len(calls) == 3
     pa, pb, pc, m, n, k, stream = calls[-1]
     assert (pa, pb, pc) == (("Float16", a.data_ptr(), 16), ("Float16", b.data_ptr(), 16),
                             ("Float32", c.data_ptr(), 16))
     assert (m, n, k, stream) == (64, 32, 16, "the stream")
+
+
+def test_the_plan_caches_are_bounded_and_forget_everything_when_full():
+    from cutecourse import dispatch
+    from cutecourse.kernels.gemm import gemm05_swizzle
+    from cutecourse.kernels.gemm.plans import Plans
+
+    plans = Plans(limit=2)
+    plans.put("a", 1)
+    plans.put("b", 2)
+    assert (plans.get("a"), plans.get("b"), plans.get("c"), len(plans)) == (1, 2, None, 2)
+    plans.put("c", 3)  # full: the older plans go
+    assert (plans.get("a"), plans.get("c"), len(plans)) == (None, 3, 1)
+    assert isinstance(gemm05_swizzle.gemm.plans, Plans)  # the launchers' and the dispatcher's caches are these
+    dispatch.forget_plans()
+    with pytest.raises(ValueError, match=r"limit=0: give the number of plans to keep, a positive int"):
+        Plans(limit=0)

@@ -9,13 +9,13 @@ import math
 import pytest
 
 from cutecourse import hw
-from cutecourse.hw import measure, measured, roofline, specs, tensor_cores
+from cutecourse.hw import measured, roofline, specs, tensor_cores
 
 # `cutecourse.hw.occupancy` is the function (re-exported by the package); the module is reached by its full name.
 occ_module = importlib.import_module("cutecourse.hw.occupancy")
 
 
-@pytest.mark.parametrize("module", [hw, specs, roofline, occ_module, tensor_cores, measure, measured])
+@pytest.mark.parametrize("module", [hw, specs, roofline, occ_module, tensor_cores, measured])
 def test_docstring_examples(module):
     result = doctest.testmod(module)
     assert result.failed == 0 and result.attempted > 0
@@ -154,17 +154,3 @@ def test_occupancy_rejects_an_unknown_arch_and_accepts_custom_limits():
         hw.occupancy(128, 32, 0, "sm_42")
     custom = hw.ArchLimits(**{**hw.ARCH_LIMITS["sm_90"].as_dict(), "max_blocks_per_sm": 2})
     assert hw.occupancy(128, 32, 0, custom).binding == ("blocks",)
-
-
-def test_spec_for_finds_the_datasheet_row_of_torch_device_names():
-    from cutecourse.hw.measure import spec_for
-
-    assert spec_for("NVIDIA H100 80GB HBM3").name == "H100 SXM"
-    assert spec_for("NVIDIA A100-SXM4-80GB").name == "A100 SXM"
-    assert spec_for("NVIDIA L4").name == "L4" and spec_for("NVIDIA B200").name == "B200"
-    assert spec_for("Tesla V100-SXM2-32GB").name == "V100 SXM2"
-    assert spec_for("Some Future GPU") is None
-    # another model that shares a word or a prefix, or another form factor of the same chip, has no row
-    for other in ("NVIDIA GeForce RTX 3090", "NVIDIA L40S", "NVIDIA H100 PCIe", "NVIDIA H100 NVL",
-                  "NVIDIA A100-PCIE-40GB", "NVIDIA GH200 480GB"):
-        assert spec_for(other) is None, other

@@ -131,7 +131,7 @@ def test_the_stage_sweep_runs_each_step_from_its_least_stages_to_the_most_that_f
                        ("gemm05_swizzle", 64): [3], ("gemm05_swizzle", 32): [3, 4, 5, 6],
                        ("gemm06_wgmma", 64): [2, 3, 4, 5, 6, 7], ("gemm07_warpspecialized", 64): [2, 3, 4]}
     for (step, tile_k), stages in by_step.items():
-        module = importlib.import_module(f"cutecourse.kernels.{step}")
+        module = importlib.import_module(f"cutecourse.kernels.gemm.{step}")
         if step != "gemm07_warpspecialized":  # its Config leaves the smem check to the compile, below
             with pytest.raises(ValueError, match="fit|shared memory"):
                 module.Config(tile_k=tile_k, stages=max(stages) + 1)
@@ -143,10 +143,10 @@ def test_step_7_refuses_one_stage_more_than_the_sweep_takes():
     import torch
     from cutlass.cute.runtime import make_fake_stream
 
-    from cutecourse.kernels import gemm07_warpspecialized as step, gemm_launch
+    from cutecourse.kernels.gemm import gemm07_warpspecialized as step, launcher, operands
 
     a, b, c = (torch.empty(256, 256, dtype=torch.float16) for _ in range(3))
-    ops = gemm_launch.traits(a, b.t(), c, step="gemm07_warpspecialized", vector=True)
+    ops = operands.traits(a, b.t(), c, step="gemm07_warpspecialized", vector=True)
     with pytest.raises(ValueError, match="5 stages of 49152 bytes do not fit"):
-        gemm_launch.compile_for(step.host, step.Config(stages=5), ops, a, b.t(), c, make_fake_stream(),
+        launcher.compile_for(step.host, step.Config(stages=5), ops, a, b.t(), c, make_fake_stream(),
                                 options="--gpu-arch sm_90a")

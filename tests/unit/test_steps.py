@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from cutecourse import cli
-from cutecourse.kernels import GEMM_STEPS, steps
+from cutecourse.kernels.gemm import GEMM_STEPS, steps
 
 PAIRS = range(2, len(GEMM_STEPS) + 1)
 
@@ -107,6 +107,6 @@ def test_the_command_prints_the_diff_the_ladder_and_writes_html(capsys, tmp_path
 
 
 def test_reading_the_diffs_loads_neither_torch_nor_the_dsl():
-    code = ("import sys; from cutecourse.kernels import steps; steps.diff(9); "
+    code = ("import sys; from cutecourse.kernels.gemm import steps; steps.diff(9); "
             "assert not {'torch', 'cutlass', 'ipywidgets'} & set(sys.modules), sorted(sys.modules)")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)

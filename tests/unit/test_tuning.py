@@ -10,8 +10,8 @@ import pytest
 pytest.importorskip("cutlass")
 torch = pytest.importorskip("torch")
 
-from cutecourse import tuning  # noqa: E402
-from cutecourse.kernels import gemm09_multicast  # noqa: E402
+from cutecourse import tune_cache, tuning  # noqa: E402
+from cutecourse.kernels.gemm import gemm09_multicast  # noqa: E402
 
 STEP = "gemm09_multicast"
 SPACE = tuning.SPACES[STEP]
@@ -75,7 +75,7 @@ def test_exhaustive_is_the_fastest_of_the_product_and_wrong_configs_never_win():
 @pytest.fixture
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("CUTECOURSE_CACHE", str(tmp_path))
-    monkeypatch.setattr(tuning, "gpu_identity", lambda device: "NVIDIA H200|580.159.04|4.8.1")
+    monkeypatch.setattr(tune_cache, "gpu_identity", lambda device: "NVIDIA H200|580.159.04|4.8.1")
     return tmp_path / "tune.json"
 
 
@@ -85,45 +85,45 @@ def problem(m=256, n=512, k=128, dtype=torch.bfloat16):
 
 def test_the_cache_keys_the_gpu_driver_dsl_dtypes_problem_and_majors(cache):
     a, b, c = problem()
-    assert tuning.cache_file() == cache
-    key = tuning.problem_key("NVIDIA H200|580.159.04|4.8.1", a, b, c)
+    assert tune_cache.cache_file() == cache
+    key = tune_cache.problem_key("NVIDIA H200|580.159.04|4.8.1", a, b, c)
     assert key == "NVIDIA H200|580.159.04|4.8.1|bfloat16->bfloat16|256x512x128|kk"
-    other = {tuning.problem_key("G|d|v", *problem(dtype=torch.float16)),
-             tuning.problem_key("G|d|v", a, torch.empty(128, 512, dtype=torch.bfloat16), c),
-             tuning.problem_key("G|d|v", *problem(m=255)), tuning.problem_key("G2|d|v", a, b, c)}
+    other = {tune_cache.problem_key("G|d|v", *problem(dtype=torch.float16)),
+             tune_cache.problem_key("G|d|v", a, torch.empty(128, 512, dtype=torch.bfloat16), c),
+             tune_cache.problem_key("G|d|v", *problem(m=255)), tune_cache.problem_key("G2|d|v", a, b, c)}
     assert len(other) == 4
 
 
 def test_a_new_tune_of_the_step_replaces_its_pick_and_another_steps_pick_stays_only_if_further_ahead(cache):
     a, b, c = problem()
-    assert tuning.lookup(a, b, c) is None
-    key = tuning.problem_key(tuning.gpu_identity(a.device), a, b, c)
+    assert tune_cache.lookup(a, b, c) is None
+    key = tune_cache.problem_key(tune_cache.gpu_identity(a.device), a, b, c)
     first = {"step": STEP, "config": {"tile_n": 128, "group_m": 4}, "ms": 0.2, "ratio": 1.01}
-    tuning.store(key, first)
-    assert tuning.lookup(a, b, c) == first
+    tune_cache.store(key, first)
+    assert tune_cache.lookup(a, b, c) == first
     again = dict(first, config={"epi_n": 64}, ms=0.21, ratio=0.99)  # a later run of the same step: it replaces
-    tuning.store(key, again)
-    assert tuning.lookup(a, b, c) == again
-    tuning.store(key, dict(again, step="gemm10_pingpong", config={}, ms=0.1, ratio=0.98))  # behind in its own run
-    assert tuning.lookup(a, b, c) == again
+    tune_cache.store(key, again)
+    assert tune_cache.lookup(a, b, c) == again
+    tune_cache.store(key, dict(again, step="gemm10_pingpong", config={}, ms=0.1, ratio=0.98))  # behind in its own run
+    assert tune_cache.lookup(a, b, c) == again
     ahead = dict(again, step="gemm10_pingpong", config={}, ms=0.3, ratio=1.02)  # slower ms, but ahead of torch
-    tuning.store(key, ahead)
-    assert tuning.lookup(a, b, c) == ahead
+    tune_cache.store(key, ahead)
+    assert tune_cache.lookup(a, b, c) == ahead
     assert json.loads(cache.read_text())[key]["step"] == "gemm10_pingpong"
 
 
 def test_an_entry_the_step_no_longer_takes_is_ignored_and_a_damaged_cache_warns_and_is_ignored(cache):
     a, b, c = problem()
-    key = tuning.problem_key(tuning.gpu_identity(a.device), a, b, c)
-    tuning.store(key, {"step": STEP, "config": {"no_such_field": 1}, "ms": 0.2, "ratio": 1.0})
-    assert tuning.lookup(a, b, c) is None
+    key = tune_cache.problem_key(tune_cache.gpu_identity(a.device), a, b, c)
+    tune_cache.store(key, {"step": STEP, "config": {"no_such_field": 1}, "ms": 0.2, "ratio": 1.0})
+    assert tune_cache.lookup(a, b, c) is None
     cache.write_text("{not json")
     with pytest.warns(UserWarning, match=r"tune.json is unreadable .*Delete it \(rm .*tune.json\) and tune again"):
-        assert tuning.lookup(a, b, c) is None
+        assert tune_cache.lookup(a, b, c) is None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        tuning.store(key, {"step": STEP, "config": {}, "ms": 0.2, "ratio": 1.0})  # rewrites it whole
-    assert tuning.lookup(a, b, c)["config"] == {}
+        tune_cache.store(key, {"step": STEP, "config": {}, "ms": 0.2, "ratio": 1.0})  # rewrites it whole
+    assert tune_cache.lookup(a, b, c)["config"] == {}
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -146,7 +146,7 @@ def test_without_a_gpu_tuning_says_where_to_run_it():
 
 def test_every_space_names_only_fields_of_its_steps_config_and_holds_the_default():
     for step, space in tuning.SPACES.items():
-        config = __import__(f"cutecourse.kernels.{step}", fromlist=["Config"]).Config()
+        config = __import__(f"cutecourse.kernels.gemm.{step}", fromlist=["Config"]).Config()
         for names, values in space.items():
             fields = names.split(",")
             assert all(f in type(config).__dataclass_fields__ for f in fields), (step, names)
@@ -187,5 +187,5 @@ def test_tune_checks_each_config_once_retimes_the_incumbent_and_takes_its_ratio_
     assert tuned.ratio == pytest.approx(1 / cost(tuned.best))  # both times carry the same round set's drift
     assert tuned.baseline_ms == pytest.approx(1 + 0.1 * last)
     assert all(names[0] == "torch.matmul" for names in rounds_sets)
-    stored = tuning.lookup(*problem(256, 512, 128))
+    stored = tune_cache.lookup(*problem(256, 512, 128))
     assert stored["ratio"] == pytest.approx(tuned.ratio) and stored["step"] == STEP

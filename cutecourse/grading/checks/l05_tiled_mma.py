@@ -282,11 +282,11 @@ def gemm_cases(seed: int, shapes: list[tuple[int | None, int, int, int]], dtype:
 
 def gemm_hint(case: tuple[Any, ...], out: Any, batched: bool, suspects: str = "") -> str | None:
     """`out` against the float64 product of the inputs as the learner's process held them (B (N, K), or (K, N) when
-    `batched`), within the course launcher's bounds for an fp32 C (cutecourse.kernels.gemm_launch.BOUNDS); where the
+    `batched`), within the course's bounds for an fp32 C (cutecourse.kernels.gemm.tolerances.BOUNDS); where the
     values are wrong, `suspects` follows the hint (what else such a kernel gets wrong)."""
     import numpy as np
 
-    from cutecourse.kernels.gemm_launch import BOUNDS
+    from cutecourse.kernels.gemm.tolerances import BOUNDS
 
     a, b = input_of(case), input_of(case[1:])
     ref = a @ b if batched else a @ b.T

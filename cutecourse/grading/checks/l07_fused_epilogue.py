@@ -275,7 +275,7 @@ def _bounded(got: Any, ref: Any, dtype: str) -> tuple[bool, str]:
     numbers that say so."""
     import numpy as np
 
-    from cutecourse.kernels.gemm_launch import BOUNDS
+    from cutecourse.kernels.gemm.tolerances import BOUNDS
 
     frobenius, elementwise = BOUNDS[dtype]
     rel = relative_error(got, ref)

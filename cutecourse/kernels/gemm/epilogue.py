@@ -89,7 +89,7 @@ class Epilogue:
     def __post_init__(self) -> None:
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"activation={self.activation!r}: pick one of {', '.join(map(repr, ACTIVATIONS))}, or "
-                             "add an Activation to cutecourse.kernels.epilogue.ACTIVATIONS")
+                             "add an Activation to cutecourse.kernels.gemm.epilogue.ACTIVATIONS")
         if self.bias not in BIAS:
             raise ValueError(f"bias={self.bias!r}: pick 'none', 'n' (a vector of N, one per column, as torch's addmm "
                              "bias) or 'm' (a vector of M, one per row)")
@@ -143,8 +143,8 @@ def plan(epilogue: Any, alpha: Any, beta: Any, c: Any, bias: Any, aux: Any, d: A
     tensor must sit on D's device; errors name the argument and the fix."""
     epilogue = Epilogue() if epilogue is None else epilogue
     if not isinstance(epilogue, Epilogue):
-        raise ValueError(f"epilogue is a {type(epilogue).__name__}; pass an Epilogue(activation=..., bias=..., aux=...) "
-                         "from cutecourse.kernels.epilogue")
+        raise ValueError(f"epilogue is a {type(epilogue).__name__}; pass an Epilogue(activation=..., bias=..., "
+                         "aux=...) from cutecourse.kernels.gemm.epilogue")
     for name, value in (("alpha", alpha), ("beta", beta)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise ValueError(f"{name}={value!r}: pass a finite Python float, e.g. {name}=1.0")

@@ -22,7 +22,7 @@ from typing import Any
 import cutlass
 import cutlass.cute as cute
 
-from cutecourse.kernels import gemm_launch
+from cutecourse.kernels.gemm import device, launcher
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ def _kernel(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, tiler: cutlass.Co
 @cute.jit
 def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32,
          k: cutlass.Int32, stream: Any, ops: cutlass.Constexpr, config: cutlass.Constexpr):
-    mA, mB, mC = gemm_launch.tensors(ops, pA, pB, pC, m, n, k)
+    mA, mB, mC = device.tensors(ops, pA, pB, pC, m, n, k)
     tiler = (config.threads_m, config.threads_n)  # one output per thread
     threads = config.threads_m * config.threads_n
 
@@ -61,4 +61,4 @@ def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32,
     _kernel(mA, mB, mC, tiler).launch(grid=(tiles_m, tiles_n, 1), block=(threads, 1, 1), stream=stream)
 
 
-gemm = gemm_launch.Launcher(host, Config, vector=False, min_cc=80)
+gemm = launcher.Launcher(host, Config, vector=False, min_cc=80)

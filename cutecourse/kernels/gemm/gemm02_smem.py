@@ -36,7 +36,8 @@ from typing import Any
 import cutlass
 import cutlass.cute as cute
 
-from cutecourse.kernels import gemm_launch, predicate
+from cutecourse.kernels import predicate
+from cutecourse.kernels.gemm import device, launcher
 
 VECTOR = 4  # fp32 elements of one 16-byte shared-memory load: the consecutive rows (columns) a thread reads at once
 
@@ -67,7 +68,7 @@ def _kernel(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, tiled_mma: cute.T
     bidx, bidy, _ = cute.arch.block_idx()
     # Tiles: gA (tile_m, tile_k, k_tiles), gB (tile_n, tile_k, k_tiles), gC (tile_m, tile_n), and cA, cB, cC their
     # coordinates in the whole matrices (for the predicates at the M, N and K tails).
-    gA, gB, gC, cA, cB, cC = gemm_launch.cta_tiles(mA, mB, mC, tiler, (bidx, bidy, None))
+    gA, gB, gC, cA, cB, cC = device.cta_tiles(mA, mB, mC, tiler, (bidx, bidy, None))
     k_tiles = cute.size(gA, mode=[2])
 
     smem = cutlass.memory.SmemAllocator()
@@ -109,14 +110,14 @@ def _kernel(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, tiled_mma: cute.T
         cute.arch.sync_threads()  # every thread is done reading before the next K tile overwrites it
 
     # Epilogue: round to C's dtype and store the elements inside C, straight from the accumulator registers.
-    gemm_launch.store_inside(acc, thr_mma.partition_C(gC), thr_mma.partition_C(cC), mC.shape)
+    device.store_inside(acc, thr_mma.partition_C(gC), thr_mma.partition_C(cC), mC.shape)
 
 
 @cute.jit
 def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32,
          k: cutlass.Int32, stream: Any, ops: cutlass.Constexpr, config: cutlass.Constexpr):
-    mA, mB, mC = gemm_launch.tensors(ops, pA, pB, pC, m, n, k)
-    ab = gemm_launch.dtype(ops.ab)
+    mA, mB, mC = device.tensors(ops, pA, pB, pC, m, n, k)
+    ab = device.dtype(ops.ab)
     tiler = (config.tile_m, config.tile_n, config.tile_k)
     threads = config.threads_m * config.threads_n
     a_k, b_k = ops.a_major == "k", ops.b_major == "k"
@@ -137,8 +138,8 @@ def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32,
 
     # Global -> shared: one element per load, threads along each operand's contiguous mode.
     universal = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), ab)
-    tiled_copy_a = gemm_launch.tiled_copy_ab(universal, a_k, config.tile_m, config.tile_k, threads, vector=1)
-    tiled_copy_b = gemm_launch.tiled_copy_ab(universal, b_k, config.tile_n, config.tile_k, threads, vector=1)
+    tiled_copy_a = device.tiled_copy_ab(universal, a_k, config.tile_m, config.tile_k, threads, vector=1)
+    tiled_copy_b = device.tiled_copy_ab(universal, b_k, config.tile_n, config.tile_k, threads, vector=1)
     # Shared -> registers: 16-byte loads of the 4 consecutive rows (columns) a thread's FMAs take, laid out as the
     # TiledMMA wants its operands.
     vector_fp32 = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), cutlass.Float32, num_bits_per_copy=128)
@@ -150,4 +151,4 @@ def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32,
             tiled_copy_s2r_b, tiler).launch(grid=(tiles_m, tiles_n, 1), block=(threads, 1, 1), stream=stream)
 
 
-gemm = gemm_launch.Launcher(host, Config, vector=False, min_cc=80)
+gemm = launcher.Launcher(host, Config, vector=False, min_cc=80)

@@ -32,7 +32,8 @@ import cutlass
 import cutlass.cute as cute
 
 from cutecourse import hw
-from cutecourse.kernels import gemm_launch, predicate
+from cutecourse.kernels import predicate
+from cutecourse.kernels.gemm import device, launcher
 
 SMEM_BYTES = hw.ARCH_LIMITS["sm_80"].smem_per_block_max  # shared memory one A100 CTA may use
 
@@ -68,7 +69,7 @@ def _kernel(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, tiled_mma: cute.T
     stages = cute.size(sA_layout, mode=[2])
     # Tiles: gA (tile_m, tile_k, k_tiles), gB (tile_n, tile_k, k_tiles), gC (tile_m, tile_n), and cA, cB, cC their
     # coordinates. K is shifted by the residue (<= 0) so that the partial K tile is the first one.
-    gA, gB, gC, cA, cB, cC = gemm_launch.cta_tiles(mA, mB, mC, tiler, (bidx, bidy, None))
+    gA, gB, gC, cA, cB, cC = device.cta_tiles(mA, mB, mC, tiler, (bidx, bidy, None))
     k_tiles = cute.size(gA, mode=[2])
     shift = (0, K - k_tiles * tile_k, 0)
     gA, gB, cA, cB = (cute.domain_offset(shift, t) for t in (gA, gB, cA, cB))
@@ -146,14 +147,14 @@ def _kernel(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, tiled_mma: cute.T
         read = nxt
 
     # Epilogue: round to C's dtype and store the elements inside C, straight from the accumulator registers.
-    gemm_launch.store_inside(acc, thr_mma.partition_C(gC), thr_mma.partition_C(cC), mC.shape)
+    device.store_inside(acc, thr_mma.partition_C(gC), thr_mma.partition_C(cC), mC.shape)
 
 
 @cute.jit
 def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32,
          k: cutlass.Int32, stream: Any, ops: cutlass.Constexpr, config: cutlass.Constexpr):
-    mA, mB, mC = gemm_launch.tensors(ops, pA, pB, pC, m, n, k)
-    ab = gemm_launch.dtype(ops.ab)
+    mA, mB, mC = device.tensors(ops, pA, pB, pC, m, n, k)
+    ab = device.dtype(ops.ab)
     tiler = (config.tile_m, config.tile_n, config.tile_k)
     threads = cute.arch.WARP_SIZE * config.warps_m * config.warps_n
     a_k, b_k = ops.a_major == "k", ops.b_major == "k"
@@ -173,8 +174,8 @@ def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32,
     # Global -> shared: cp.async of 16 bytes, threads along each operand's contiguous mode.
     cp_async = cute.make_copy_atom(
         cute.nvgpu.cpasync.CopyG2SOp(cache_mode=cute.nvgpu.cpasync.LoadCacheMode.GLOBAL), ab, num_bits_per_copy=128)
-    tiled_copy_a = gemm_launch.tiled_copy_ab(cp_async, a_k, config.tile_m, config.tile_k, threads)
-    tiled_copy_b = gemm_launch.tiled_copy_ab(cp_async, b_k, config.tile_n, config.tile_k, threads)
+    tiled_copy_a = device.tiled_copy_ab(cp_async, a_k, config.tile_m, config.tile_k, threads)
+    tiled_copy_b = device.tiled_copy_ab(cp_async, b_k, config.tile_n, config.tile_k, threads)
     # Shared -> registers: ldmatrix ×4 laid out as the MMA wants its operands; .trans for MN-major ones.
     tiled_copy_s2r_a = cute.make_tiled_copy_A(
         cute.make_copy_atom(cute.nvgpu.warp.LdMatrix8x8x16bOp(not a_k, 4), ab), tiled_mma)
@@ -186,4 +187,4 @@ def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32,
             tiled_copy_s2r_b, tiler).launch(grid=(tiles_m, tiles_n, 1), block=(threads, 1, 1), stream=stream)
 
 
-gemm = gemm_launch.Launcher(host, Config, vector=True, min_cc=80)
+gemm = launcher.Launcher(host, Config, vector=True, min_cc=80)

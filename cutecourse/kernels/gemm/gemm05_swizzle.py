@@ -18,7 +18,7 @@ A and B tiles in L2.
 Config: tile_k 32 or 64, tile_n a power of two ≥ 64, tile_m a multiple of 64; each of the warps_m × warps_n warps
 owns whole 16 × 16 MMA pieces; stages ≥ 3; the stages fit the sm_80 shared memory.
 
-The epilogue can fuse ``D = act(alpha · acc + beta · C + bias)`` (`cutecourse.kernels.epilogue`): each accumulator
+The epilogue can fuse ``D = act(alpha · acc + beta · C + bias)`` (`cutecourse.kernels.gemm.epilogue`): each accumulator
 goes through it in registers, at its (m, n), before the conversion to D's dtype and the staging.
 
     gemm(a, b, c)   # c = a @ b; a (M, K), b (K, N) float16/bfloat16; c (M, N) float32/float16/bfloat16
@@ -35,7 +35,8 @@ import cutlass
 import cutlass.cute as cute
 
 from cutecourse import hw
-from cutecourse.kernels import epilogue, gemm_launch, predicate
+from cutecourse.kernels import predicate
+from cutecourse.kernels.gemm import device, epilogue, launcher
 
 SMEM_BYTES = hw.ARCH_LIMITS["sm_80"].smem_per_block_max  # shared memory one A100 CTA may use
 
@@ -77,7 +78,7 @@ def _kernel(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, tiled_mma: cute.T
     if tm * tile_m < M and tn * tile_n < N:
         # Tiles: gA (tile_m, tile_k, k_tiles), gB (tile_n, tile_k, k_tiles), gC (tile_m, tile_n), and cA, cB, cC
         # their coordinates. K is shifted by the residue (<= 0) so that the partial K tile is the first one.
-        gA, gB, gC, cA, cB, cC = gemm_launch.cta_tiles(mA, mB, mC, tiler, (tm, tn, None))
+        gA, gB, gC, cA, cB, cC = device.cta_tiles(mA, mB, mC, tiler, (tm, tn, None))
         k_tiles = cute.size(gA, mode=[2])
         shift = (0, K - k_tiles * tile_k, 0)
         gA, gB, cA, cB = (cute.domain_offset(shift, t) for t in (gA, gB, cA, cB))
@@ -201,9 +202,9 @@ def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32,
          k: cutlass.Int32, stream: Any, pSrc: cute.Pointer, pBias: cute.Pointer, pAux: cute.Pointer,
          alpha: cutlass.Float32, beta: cutlass.Float32, ops: cutlass.Constexpr, config: cutlass.Constexpr,
          fused: cutlass.Constexpr):
-    mA, mB, mC = gemm_launch.tensors(ops, pA, pB, pC, m, n, k)
+    mA, mB, mC = device.tensors(ops, pA, pB, pC, m, n, k)
     mSrc, mBias, mAux = epilogue.tensors(fused, pSrc, pBias, pAux, m, n)
-    ab, c_type = gemm_launch.dtype(ops.ab), gemm_launch.dtype(ops.c)
+    ab, c_type = device.dtype(ops.ab), device.dtype(ops.c)
     tiler = (config.tile_m, config.tile_n, config.tile_k)
     threads = cute.arch.WARP_SIZE * config.warps_m * config.warps_n
     a_k, b_k = ops.a_major == "k", ops.b_major == "k"
@@ -224,8 +225,8 @@ def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32,
     # Global -> shared: cp.async of 16 bytes, threads along each operand's contiguous mode.
     cp_async = cute.make_copy_atom(
         cute.nvgpu.cpasync.CopyG2SOp(cache_mode=cute.nvgpu.cpasync.LoadCacheMode.GLOBAL), ab, num_bits_per_copy=128)
-    tiled_copy_a = gemm_launch.tiled_copy_ab(cp_async, a_k, config.tile_m, config.tile_k, threads)
-    tiled_copy_b = gemm_launch.tiled_copy_ab(cp_async, b_k, config.tile_n, config.tile_k, threads)
+    tiled_copy_a = device.tiled_copy_ab(cp_async, a_k, config.tile_m, config.tile_k, threads)
+    tiled_copy_b = device.tiled_copy_ab(cp_async, b_k, config.tile_n, config.tile_k, threads)
     # Shared -> registers: ldmatrix ×4 laid out as the MMA wants its operands; .trans for MN-major ones.
     tiled_copy_s2r_a = cute.make_tiled_copy_A(
         cute.make_copy_atom(cute.nvgpu.warp.LdMatrix8x8x16bOp(not a_k, 4), ab), tiled_mma)
@@ -245,4 +246,4 @@ def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32,
         grid=(tiles_m * raster, (tiles_n + raster - 1) // raster, 1), block=(threads, 1, 1), stream=stream)
 
 
-gemm = gemm_launch.Launcher(host, Config, vector=True, min_cc=80, epilogue=True)
+gemm = launcher.Launcher(host, Config, vector=True, min_cc=80, epilogue=True)

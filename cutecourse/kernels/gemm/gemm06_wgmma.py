@@ -22,7 +22,7 @@ with the byte count first), ``empty[s]`` when each of the 4 warps has finished t
 barrier completes one phase per use of its slot, so waiting for k-tile kt means waiting for phase parity
 ``(kt // stages) % 2``. While the warpgroup multiplies k-tile kt, the loads of the next ``stages - 1`` k-tiles are in
 flight; warp 0 issues them between its wgmma batches. The epilogue is step 4's, from registers, one element at a
-time (see ``gemm_launch.store_inside``).
+time (see ``device.store_inside``).
 
 A and B may each be K-major or MN-major: the shared-memory layouts (and the swizzle TMA writes) follow the major,
 and wgmma reads 16-bit operands either way. Needs sm_90a, and rows 16-byte aligned (TMA's rule).
@@ -46,7 +46,7 @@ from cutlass.memory import SmemAllocator
 from cutlass.tensor_utils import LayoutEnum
 
 from cutecourse import hw
-from cutecourse.kernels import gemm_launch
+from cutecourse.kernels.gemm import device, launcher
 
 SMEM_BYTES = hw.ARCH_LIMITS["sm_90"].smem_per_block_max  # shared memory one H100/H200 CTA may use
 WARPGROUP_THREADS, WARPGROUP_WARPS = cute.arch.THREADS_PER_WARPGROUP, cute.arch.WARPS_PER_WARPGROUP
@@ -154,14 +154,14 @@ def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAto
 
     # Epilogue: round to C's dtype and store the elements inside C, straight from the accumulator registers.
     cC = cute.local_tile(cute.make_identity_tensor(mC.shape), (tile_m, tile_n), (tm, tn))
-    gemm_launch.store_inside(acc, thr_mma.partition_C(gC[(None, None, tm, tn)]), thr_mma.partition_C(cC), mC.shape)
+    device.store_inside(acc, thr_mma.partition_C(gC[(None, None, tm, tn)]), thr_mma.partition_C(cC), mC.shape)
 
 
 @cute.jit
 def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32,
          k: cutlass.Int32, stream: Any, ops: cutlass.Constexpr, config: cutlass.Constexpr):
-    mA, mB, mC = gemm_launch.tensors(ops, pA, pB, pC, m, n, k)
-    ab = gemm_launch.dtype(ops.ab)
+    mA, mB, mC = device.tensors(ops, pA, pB, pC, m, n, k)
+    ab = device.dtype(ops.ab)
     tiler = (config.tile_m, config.tile_n, config.tile_k)
     a_layout, b_layout = LayoutEnum.from_tensor(mA), LayoutEnum.from_tensor(mB)
     # One warpgroup; each wgmma is 64 × tile_n × 16, repeated tile_m / 64 times down M and tile_k / 16 along K.
@@ -186,4 +186,4 @@ def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32,
         grid=(tiles_m, tiles_n, 1), block=(WARPGROUP_THREADS, 1, 1), stream=stream)
 
 
-gemm = gemm_launch.Launcher(host, Config, vector=True, min_cc=90)
+gemm = launcher.Launcher(host, Config, vector=True, min_cc=90)

@@ -42,7 +42,7 @@ from cutlass.memory import SmemAllocator
 from cutlass.tensor_utils import LayoutEnum
 
 from cutecourse import hw
-from cutecourse.kernels import gemm_launch
+from cutecourse.kernels.gemm import device, launcher
 
 SMEM_BYTES = hw.ARCH_LIMITS["sm_90"].smem_per_block_max  # shared memory one H100/H200 CTA may use
 WARPGROUP_THREADS, WARPGROUP_WARPS = cute.arch.THREADS_PER_WARPGROUP, cute.arch.WARPS_PER_WARPGROUP
@@ -170,15 +170,15 @@ def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAto
         # (this thread's elements of the tile: the accumulators' layout, sliced at the thread).
         thr_mma_c = tiled_mma.get_slice(epi_tidx)
         cC = cute.local_tile(cute.make_identity_tensor(mC.shape), (tile_m, tile_n), (tm, tn))
-        gemm_launch.store_inside(acc, thr_mma_c.partition_C(gC[(None, None, tm, tn)]), thr_mma_c.partition_C(cC),
+        device.store_inside(acc, thr_mma_c.partition_C(gC[(None, None, tm, tn)]), thr_mma_c.partition_C(cC),
                                  mC.shape)
 
 
 @cute.jit
 def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32,
          k: cutlass.Int32, stream: Any, ops: cutlass.Constexpr, config: cutlass.Constexpr):
-    mA, mB, mC = gemm_launch.tensors(ops, pA, pB, pC, m, n, k)
-    ab = gemm_launch.dtype(ops.ab)
+    mA, mB, mC = device.tensors(ops, pA, pB, pC, m, n, k)
+    ab = device.dtype(ops.ab)
     tiler = (config.tile_m, config.tile_n, config.tile_k)
     a_layout, b_layout = LayoutEnum.from_tensor(mA), LayoutEnum.from_tensor(mB)
     consumers = config.consumer_warpgroups
@@ -209,4 +209,4 @@ def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32,
         grid=(tiles_m, tiles_n, 1), block=(WARPGROUP_THREADS * (1 + consumers), 1, 1), stream=stream)
 
 
-gemm = gemm_launch.Launcher(host, Config, vector=True, min_cc=90)
+gemm = launcher.Launcher(host, Config, vector=True, min_cc=90)

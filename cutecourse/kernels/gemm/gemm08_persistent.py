@@ -35,7 +35,7 @@ from cutlass.memory import SmemAllocator
 from cutlass.tensor_utils import LayoutEnum
 
 from cutecourse import hw
-from cutecourse.kernels import gemm_launch
+from cutecourse.kernels.gemm import device, launcher
 
 SMEM_BYTES = hw.ARCH_LIMITS["sm_90"].smem_per_block_max  # shared memory one H100/H200 CTA may use
 WARPGROUP_THREADS, WARPGROUP_WARPS = cute.arch.THREADS_PER_WARPGROUP, cute.arch.WARPS_PER_WARPGROUP
@@ -188,7 +188,7 @@ def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAto
             # (this thread's elements of the tile: the accumulators' layout, sliced at the thread).
             thr_mma_c = tiled_mma.get_slice(epi_tidx)
             cC = cute.local_tile(cute.make_identity_tensor(mC.shape), (tile_m, tile_n), (tm, tn))
-            gemm_launch.store_inside(acc, thr_mma_c.partition_C(gC[(None, None, tm, tn)]), thr_mma_c.partition_C(cC),
+            device.store_inside(acc, thr_mma_c.partition_C(gC[(None, None, tm, tn)]), thr_mma_c.partition_C(cC),
                                      mC.shape)
             work += work_stride
 
@@ -196,8 +196,8 @@ def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAto
 @cute.jit
 def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32,
          k: cutlass.Int32, stream: Any, ops: cutlass.Constexpr, config: cutlass.Constexpr):
-    mA, mB, mC = gemm_launch.tensors(ops, pA, pB, pC, m, n, k)
-    ab = gemm_launch.dtype(ops.ab)
+    mA, mB, mC = device.tensors(ops, pA, pB, pC, m, n, k)
+    ab = device.dtype(ops.ab)
     tiler = (config.tile_m, config.tile_n, config.tile_k)
     a_layout, b_layout = LayoutEnum.from_tensor(mA), LayoutEnum.from_tensor(mB)
     consumers = config.consumer_warpgroups
@@ -233,4 +233,4 @@ def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32,
         grid=(persistent, 1, 1), block=(WARPGROUP_THREADS * (1 + consumers), 1, 1), stream=stream)
 
 
-gemm = gemm_launch.Launcher(host, Config, vector=True, min_cc=90, for_device=gemm_launch.for_device)
+gemm = launcher.Launcher(host, Config, vector=True, min_cc=90, for_device=launcher.for_device)

@@ -21,9 +21,9 @@ cooperative schedule; on an H200 its 128 × 256 tiles moved less data per FLOP t
 Config: tile_m 64, 128 or 256, tile_n a multiple of 64 up to 256 and of epi_n, at most 128 accumulators a consumer
 thread; stages 0 (as many as fit) or 2 or more that fit the sm_90 shared memory; sms ≥ cluster_m · cluster_n.
 
-The fused epilogue (``D = act(alpha · acc + beta · C + bias)``, `cutecourse.kernels.epilogue`) runs on each
+The fused epilogue (``D = act(alpha · acc + beta · C + bias)``, `cutecourse.kernels.gemm.epilogue`) runs on each
 subtile's accumulators before the conversion; fp8 operands (e4m3, e5m2, both K-major) use the fp8 wgmma, with
-per-tensor scales folded into alpha (`cutecourse.kernels.fp8`).
+per-tensor scales folded into alpha (`cutecourse.kernels.gemm.fp8`).
 
     gemm(a, b, c)   # c = a @ b; a (M, K), b (K, N) float16/bfloat16 (or fp8); c (M, N) float32/float16/bfloat16
     gemm(a, b, d, epilogue=Epilogue("gelu_tanh", bias="n"), bias=bias)   # d = GELU(a @ b + bias), one kernel
@@ -44,7 +44,7 @@ from cutlass.memory import SmemAllocator
 from cutlass.tensor_utils import LayoutEnum
 
 from cutecourse import hw
-from cutecourse.kernels import epilogue, gemm_launch
+from cutecourse.kernels.gemm import device, epilogue, launcher
 
 SMEM_BYTES = hw.ARCH_LIMITS["sm_90"].smem_per_block_max  # shared memory one H100/H200 CTA may use
 WARPGROUP_THREADS, WARPGROUP_WARPS = cute.arch.THREADS_PER_WARPGROUP, cute.arch.WARPS_PER_WARPGROUP
@@ -274,9 +274,9 @@ def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32,
          k: cutlass.Int32, stream: Any, pSrc: cute.Pointer, pBias: cute.Pointer, pAux: cute.Pointer,
          alpha: cutlass.Float32, beta: cutlass.Float32, ops: cutlass.Constexpr, config: cutlass.Constexpr,
          fused: cutlass.Constexpr):
-    mA, mB, mC = gemm_launch.tensors(ops, pA, pB, pC, m, n, k)
+    mA, mB, mC = device.tensors(ops, pA, pB, pC, m, n, k)
     mSrc, mBias, mAux = epilogue.tensors(fused, pSrc, pBias, pAux, m, n)
-    ab, c_type = gemm_launch.dtype(ops.ab), gemm_launch.dtype(ops.c)
+    ab, c_type = device.dtype(ops.ab), device.dtype(ops.c)
     tiler = (config.tile_m, config.tile_n, config.tile_k)
     cluster = (config.cluster_m, config.cluster_n)
     a_layout, b_layout = LayoutEnum.from_tensor(mA), LayoutEnum.from_tensor(mB)
@@ -327,5 +327,5 @@ def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32,
         cluster=(config.cluster_m, config.cluster_n, 1), stream=stream)
 
 
-gemm = gemm_launch.Launcher(host, Config, vector=True, min_cc=90, for_device=gemm_launch.for_device, epilogue=True,
+gemm = launcher.Launcher(host, Config, vector=True, min_cc=90, for_device=launcher.for_device, epilogue=True,
                             fp8=True)

@@ -25,7 +25,7 @@ import tokenize
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from cutecourse.kernels import GEMM_STEPS
+from cutecourse.kernels.gemm import GEMM_STEPS
 
 #: The least share of step n - 1's code lines that step n keeps (NVIDIA's Blackwell tutorial keeps 63-94%).
 KEPT_BOUND = 0.5

@@ -1,0 +1,27 @@
+"""The GEMM ladder of lessons 5-8: ten steps (`GEMM_STEPS`), each a module that adds one idea to the one before, and
+what the steps share.
+
+==================  ==================================================================================================
+module              what it holds
+==================  ==================================================================================================
+``gemmNN_*``        a step: a ``Config``, the ``@cute.kernel``, the ``@cute.jit`` host and its launcher
+                    (``gemm = launcher.Launcher(host, Config, ...)``)
+``device``          the helpers the steps' ``@cute.jit`` and ``@cute.kernel`` code calls: layouts over the pointers,
+                    each CTA's tiles, the operand copies, the predicated store
+``operands``        launch-time validation of the torch tensors: dtypes, shapes, majors, alignment, the GPU's arch
+``launcher``        the launcher every step is called through: compile once per configuration, call with pointers
+``plans``           the bounded cache of each call's verdict (the launchers' and ``cutecourse.gemm``'s)
+``tolerances``      how close to float64 torch a GEMM's output must be (the tests, checks and benchmarks read it)
+``epilogue``        the fused epilogue ``D = act(alpha · acc + beta · C + bias)`` (steps 5, 9 and 10)
+``fp8``             per-tensor fp8 scaling around steps 9 and 10
+``steps``           each step's diff against the one before (reads the sources as text)
+==================  ==================================================================================================
+
+Import the modules directly (``from cutecourse.kernels.gemm import gemm05_swizzle``); this package imports nothing
+heavy.
+"""
+
+#: The steps, in order: each module adds one idea to the one before (README, "The GEMM steps";
+#: `cutecourse.kernels.gemm.steps.diff(n)` shows step n against step n - 1).
+GEMM_STEPS = ("gemm01_naive", "gemm02_smem", "gemm03_mma", "gemm04_multistage", "gemm05_swizzle", "gemm06_wgmma",
+              "gemm07_warpspecialized", "gemm08_persistent", "gemm09_multicast", "gemm10_pingpong")
