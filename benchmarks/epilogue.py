@@ -11,7 +11,8 @@ D = ReLU(A·B + bias), the bias one value per column (torch's addmm bias; ``Epil
   D read and written twice more (the same passes as ``F.gelu(a @ b + bias, approximate="tanh")``);
 - cuBLASLt's fused epilogue: ``torch._addmm_activation(bias, a, b, use_gelu=...)``, one kernel (the names of the
   kernels each torch baseline launches are printed, so a fallback to an unfused path shows);
-- ours: each ``--steps`` step (and ``--variants``, as benchmarks/gemm.py takes them: cutecourse.bench.kernels_to_time) with that Epilogue;
+- ours: each ``--steps`` step (and ``--variants``, as benchmarks/gemm.py takes them:
+  cutecourse.bench.kernels_to_time) with that Epilogue;
 
 beside ``torch.matmul`` alone (what the epilogue costs). For float8_e4m3fn, A and B are quantized per tensor
 (cutecourse.kernels.gemm.fp8.quantize) and D is bfloat16: ours (each ``--fp8-steps`` step with its FP8_CONFIG and
@@ -170,7 +171,9 @@ def sixteen_bit_kernels(dtype: str, m: int, n: int, k: int, launches: dict[str, 
             say(f"{name} {where} launches {', '.join(launched_kernels(kernels[name])) or 'no kernel the profiler saw'}")
         for step, (gemm, config) in launches.items():
             name = f"{step} {activation}"
-            ours = (lambda a, b, d, config, gemm=gemm, epi=epi: gemm(a, b, d, config, epilogue=epi, bias=bias))
+            def ours(a: Any, b: Any, d: Any, config: Any, gemm: Any = gemm, epi: Any = epi) -> Any:
+                return gemm(a, b, d, config, epilogue=epi, bias=bias)
+
             kernels[name] = checked(f"{name} {where}", ours, config, a, b, d, say=say, judge=judge)
     return kernels
 
@@ -197,13 +200,16 @@ def fp8_kernels(m: int, n: int, k: int, steps: list[int], say: Callable[[str], o
 
     kernels = {}
     for name, fast in ((SCALED_MM, False), (FAST_ACCUM, True)):
-        scaled = (lambda a, b, d, config, fast=fast: torch._scaled_mm(
-            a, b, scale_a, scale_b, out_dtype=torch.bfloat16, use_fast_accum=fast, out=d))
+        def scaled(a: Any, b: Any, d: Any, config: Any, fast: bool = fast) -> Any:
+            return torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=torch.bfloat16, use_fast_accum=fast, out=d)
+
         kernels[name] = checked(f"{name} {where}", scaled, None, a8, b8, d, say=say, judge=judge)
     for number in steps:
         step = GEMM_STEPS[number - 1]
         module = importlib.import_module(f"cutecourse.kernels.gemm.{step}")
-        ours = (lambda a, b, d, config, gemm=module.gemm: gemm(a, b, d, config, alpha=sa * sb))
+        def ours(a: Any, b: Any, d: Any, config: Any, gemm: Any = module.gemm) -> Any:
+            return gemm(a, b, d, config, alpha=sa * sb)
+
         kernels[f"{step} fp8"] = checked(f"{step} fp8 {where}", ours, module.FP8_CONFIG, a8, b8, d, say=say,
                                          judge=judge)
     return kernels

@@ -11,8 +11,8 @@ benchmarks/gemm.py) for gemm04_multistage and gemm05_swizzle at stages 3 up to t
 64 and of 32), gemm06_wgmma at stages 2 up to the most that fit, and gemm07_warpspecialized at stages 2, 3 and 4
 (the most that fit); each checked against float64 torch, then timed with torch.matmul in the same settled,
 interleaved rounds as benchmarks/gemm.py (cutecourse.bench.settled_rounds), median round reported. One stage is no
-pipeline at all in steps 6 and 7: the only slot is still being read while the next k-tile waits for it, so they hang, and
-the sweep starts at 2.
+pipeline at all in steps 6 and 7: the only slot is still being read while the next k-tile waits for it, so they hang,
+and the sweep starts at 2.
 (c) The mbarrier scenarios (cutecourse.kernels.mbarrier_demo): whether each bounded wait completed, and after how
 many tries.
 

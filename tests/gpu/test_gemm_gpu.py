@@ -1,8 +1,8 @@
 """Every GEMM step on the GPU against torch in float64: 200 random shapes per step (1 to 4096 per dimension, primes
 included, tails that are no tile's multiple), both operand dtypes, the three C dtypes, both majors of A and B, outputs
 poisoned with NaN first. Deliberately broken kernels, one for each idea a step adds, derived from the steps' own
-source, are shown to fail the same check; each step refuses a GPU older than it needs, by name. What a cached launch costs the host is a benchmark
-(benchmarks/host_costs.py launch), not a test."""
+source, are shown to fail the same check; each step refuses a GPU older than it needs, by name. What a cached launch
+costs the host is a benchmark (benchmarks/host_costs.py launch), not a test."""
 
 import importlib
 import importlib.util

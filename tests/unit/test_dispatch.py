@@ -80,9 +80,9 @@ def test_a_misaligned_base_rules_out_vectors_too():
 
 def test_an_epilogue_that_no_fusing_step_can_take_is_refused_naming_the_way_out():
     a, b = ops(512, 512, 511)
-    with pytest.raises(ValueError, match=r"^a's contiguous extent is K=511 elements, not a multiple of 8 elements: every vector "
-                                         r"step moves 16-byte vectors, and gemm02_smem, which does not, stores a @ b "
-                                         r"only.*torch.matmul\(a, b\)"):
+    with pytest.raises(ValueError, match=r"^a's contiguous extent is K=511 elements, not a multiple of 8 elements: "
+                                         r"every vector step moves 16-byte vectors, and gemm02_smem, which does not, "
+                                         r"stores a @ b only.*torch.matmul\(a, b\)"):
         explain(a, b, epilogue=epilogue.Epilogue("relu"), arch=90)
     assert explain(*ops(512, 512, 512), epilogue=epilogue.Epilogue("relu"), arch=90).step == "gemm10_pingpong"
 
@@ -119,7 +119,8 @@ def test_a_config_names_its_step_and_is_checked_against_the_arch():
         explain(a, b, arch=80, config=gemm09_multicast.Config())
     with pytest.raises(ValueError, match=r"config=\{'tile_n': 128\}: pass a GEMM step's Config"):
         explain(a, b, arch=90, config={"tile_n": 128})
-    with pytest.raises(ValueError, match=r"K=60 elements, not a multiple of 8 elements"):  # the step asked cannot take it
+    # the step asked for cannot take it
+    with pytest.raises(ValueError, match=r"K=60 elements, not a multiple of 8 elements"):
         explain(*ops(64, 64, 60), arch=90, config=gemm09_multicast.Config())
 
 
