@@ -1,10 +1,13 @@
 """CuTe layout algebra: coalesce, composition, complement, inverses, divides, products.
 
-Every operation checks its preconditions (the conditions CuTe's C++
-``static_assert``s or documents) and raises ``ValueError`` naming the
-condition, the argument and the offending values; where CuTe would silently
-return a layout that is not the mathematical result, we refuse instead.
-The predicates ``*_ok`` / ``check_*`` expose those rules for tests.
+Where the CuTe DSL returns a layout, an operation here returns the same one,
+also outside the textbook preconditions where the DSL computes a result
+anyway (``complement`` with strides that are no multiple of the previous
+extent).  It raises ``ValueError`` naming the condition, the argument and the
+offending values where the DSL raises, and where the DSL's result means
+nothing: an extent-0 mode, a divide with more elements than its target, a
+composition, inverse or recast whose divisibility conditions fail.  The
+``*_error`` functions return those messages for tests.
 
 >>> A = make_layout((4, 8), stride=(8, 1))
 >>> print(composition(A, make_layout(8, stride=4)), complement(make_layout(4, stride=2), 24))
@@ -18,7 +21,7 @@ from typing import Any, Optional, Union
 
 from . import inttuple as it
 from .inttuple import IntTuple, to_str
-from .layout import Layout, _mk, _modes, make_layout, append, size
+from .layout import Layout, append, make_layout, size, top_modes, unchecked_layout
 
 __all__ = [
     "coalesce", "filter", "filter_zeros", "composition", "complement", "right_inverse", "left_inverse",
@@ -40,7 +43,7 @@ def _as_layout(x: Any, fn: str, arg: str) -> Layout:
     if isinstance(x, Layout):
         return x
     if type(x) is int and x > 0:  # the common tiler case, skip the generic validation
-        return _mk(x, 1 if x != 1 else 0)
+        return unchecked_layout(x, 1 if x != 1 else 0)
     if it.is_int(x) or isinstance(x, tuple):
         try:
             return make_layout(x)
@@ -52,10 +55,10 @@ def _as_layout(x: Any, fn: str, arg: str) -> Layout:
 def _from_modes(shapes: list, strides: list) -> Layout:
     # CuTe's convention: no modes -> 1:0, one mode -> unwrapped, else a tuple.
     if not shapes:
-        return _mk(1, 0)
+        return unchecked_layout(1, 0)
     if len(shapes) == 1:
-        return _mk(shapes[0], strides[0])
-    return _mk(tuple(shapes), tuple(strides))
+        return unchecked_layout(shapes[0], strides[0])
+    return unchecked_layout(tuple(shapes), tuple(strides))
 
 
 # --- coalesce / filter -------------------------------------------------------------
@@ -83,8 +86,8 @@ def _coalesce_profile(shape: IntTuple, stride: IntTuple, prof: IntTuple) -> Layo
         raise ValueError(f"coalesce: target_profile {to_str(prof)} has more modes than the layout's shape "
                          f"{to_str(shape)} (rank(target_profile) <= rank(input) is required)")
     modes = [_coalesce_profile(s, d, p) for s, d, p in zip(shape, stride, prof)]
-    return _mk(tuple(m.shape for m in modes) + shape[len(prof):],
-               tuple(m.stride for m in modes) + stride[len(prof):])
+    return unchecked_layout(tuple(m.shape for m in modes) + shape[len(prof):],
+                            tuple(m.stride for m in modes) + stride[len(prof):])
 
 
 def coalesce(input: Any, target_profile: Optional[IntTuple] = None) -> Any:
@@ -126,7 +129,7 @@ def filter_zeros(input: Layout, target_profile: Optional[IntTuple] = None) -> La
     (1,(1,1)):(0,(3,0))
     """
     input = _as_layout(input, "filter_zeros", "input")
-    return _mk(_filter_zeros(input.shape, input.stride), input.stride)
+    return unchecked_layout(_filter_zeros(input.shape, input.stride), input.stride)
 
 
 def filter(input: Layout) -> Layout:
@@ -247,7 +250,7 @@ def composition(lhs: Any, rhs: Tiler) -> Any:
         raise ValueError(f"composition: rhs must be a Layout, an int, None or a tuple tiler, got {rhs!r}")
     N, D = _coalesce_keep_last(lhs.shape, lhs.stride)
     s, d = _compose_tree(N, D, rhs.shape, rhs.stride, lhs, rhs)
-    return _mk(s, d)
+    return unchecked_layout(s, d)
 
 
 def _by_mode(target: Layout, tiler: tuple, op: Any, fn: str, keep_rest: bool = True) -> Layout:
@@ -257,13 +260,15 @@ def _by_mode(target: Layout, tiler: tuple, op: Any, fn: str, keep_rest: bool = T
     products, whose tuple tilers pad with ``None``); composition drops them,
     as the DSL does (its result has the tiler's rank).
     """
-    s, d = _modes(target)
+    s, d = top_modes(target)
     if len(tiler) > len(s):
         raise ValueError(f"{fn}: tiler {tiler!r} has more modes ({len(tiler)}) than the layout "
                          f"{target} (rank {len(s)}); rank(tiler) <= rank(layout) is required")
-    parts = [op(_mk(a, b), t) for a, b, t in zip(s, d, tiler)]
+    parts = [op(unchecked_layout(a, b), t) for a, b, t in zip(s, d, tiler)]
     n = len(s) if keep_rest else len(tiler)
-    return _mk(tuple(p.shape for p in parts) + s[len(tiler):n], tuple(p.stride for p in parts) + d[len(tiler):n])
+    shapes = tuple(p.shape for p in parts) + s[len(tiler):n]
+    strides = tuple(p.stride for p in parts) + d[len(tiler):n]
+    return unchecked_layout(shapes, strides)
 
 
 def composition_error(lhs: Layout, rhs: Tiler) -> Optional[str]:
@@ -281,30 +286,26 @@ def _error_of(fn: Any, *args: Any) -> Optional[str]:
 
 # --- complement ----------------------------------------------------------------------
 
-def _sorted_modes(layout: Layout, fn: str, allow_zero: bool) -> list:
-    """Non-trivial (stride, shape) leaves sorted by stride, checked to form a
-    divisibility chain: each stride is a multiple of the previous shape*stride."""
+def _sorted_modes(layout: Layout) -> list:
+    """CuTe's ``filter`` then sort: the (stride, shape) leaves with shape > 1 and stride != 0, by stride.
+
+    Checked not to interleave (each stride at least the previous ``shape*stride``): where one does, CuTe's
+    complement divides the stride by that extent and gets an extent-0 mode.
+    """
     pairs = []
     for s, d in zip(it.leaves(layout.shape), it.leaves(layout.stride)):
         if d < 0:
-            raise ValueError(f"{fn}: strides must be non-negative, got stride {d} in {layout}")
-        if s == 1:
-            continue
-        if d == 0:
-            if allow_zero:
-                continue
-            raise ValueError(f"{fn}: layout must be injective, but mode {s}:0 maps {s} coordinates to one "
-                             f"index in {layout}")
-        pairs.append((d, s))
+            raise ValueError(f"complement: strides must be non-negative, got stride {d} in {layout} "
+                             f"(the DSL returns negative extents here)")
+        if s != 1 and d != 0:
+            pairs.append((d, s))
     pairs.sort()
     cur = 1
     for d, s in pairs:
         if d < cur:
-            raise ValueError(f"{fn}: layout must be injective, but mode {s}:{d} overlaps the modes below "
-                             f"stride {d} (which reach {cur}) in {layout}")
-        if d % cur:
-            raise ValueError(f"{fn}: stride divisibility: stride {d} of mode {s}:{d} must be a multiple of "
-                             f"{cur}, the extent of the smaller-stride modes, in {layout}")
+            raise ValueError(f"complement: sorted by stride, each mode must start where the smaller-stride modes "
+                             f"end or later, but mode {s}:{d} starts at {d}, inside them (they reach {cur}), "
+                             f"in {layout} (the DSL returns an extent-0 mode here)")
         cur = s * d
     return pairs
 
@@ -357,28 +358,37 @@ def _rest_shape(cotarget: list, cur: int) -> list:
 def complement(input: Layout, cotarget: Union[int, tuple, Layout] = 1) -> Layout:
     """The layout ``A*`` of the "rest": ``(A, A*)`` enumerates ``[0, cotarget)``, ``A*`` sorted by stride.
 
-    Definition: with ``A``'s leaves sorted by stride and ``e = s_k d_k``,
-    ``A* = coalesce((d_0/1, d_1/(s_0 d_0), ..., R) : (1, s_0 d_0, ..., e))`` where
+    Definition (CuTe's): with ``A``'s leaves of size > 1 and stride != 0 sorted by stride and ``e = s_k d_k``,
+    ``A* = coalesce((d_0/1, d_1/(s_0 d_0), ..., R) : (1, s_0 d_0, ..., e))``, each quotient rounded down, where
     the rest ``R = ceil_div(cotarget, e)`` is laid out compactly from stride ``e``.
     For an int cotarget ``R = ceil(cotarget/e)``; for a shape, CuTe's
     ``ceil_div`` folds over its leaves (``c -> ceil(c/r)``, ``r -> ceil(r/c)``),
     so ``(10,2)`` over ``e = 12`` leaves nothing, unlike ``ceil(20/12) = 2``.
-    Preconditions: strides >= 0; ignoring size-1 and stride-0 modes, ``A`` is
-    injective and each stride is a multiple of the previous ``shape*stride``
-    (so stride-0 "broadcast" modes are allowed); ``cotarget`` is a positive int,
-    a shape of positive ints or a Layout (its shape is used).
+    The textbook precondition is that each stride is a multiple of the previous
+    ``shape*stride``; only then do ``A`` and ``A*`` tile ``[0, cotarget)``
+    exactly.  CuTe (and so this function) computes a result anyway: where the
+    stride is no multiple the quotient rounds down, and the holes it leaves
+    are part of neither (``(4,2):(1,10)`` over 40 gives ``(2,2):(4,20)``,
+    which skips 8, 9, 18, 19, ...).
+    Preconditions: strides >= 0; sorted by stride, the modes do not interleave
+    (each stride is at least the previous ``shape*stride``; stride-0 and
+    size-1 modes are ignored); ``cotarget`` is a positive int, a shape of
+    positive ints or a Layout (its shape is used).
 
     >>> print(complement(make_layout(4, stride=2), 24), complement(make_layout((4, 6), stride=(1, 8)), 64))
     (2,3):(1,8) (2,2):(4,48)
     >>> print(complement(make_layout(4, stride=3), (10, 2)), complement(make_layout(4, stride=3), (30, 2)))
     3:1 (3,6):(1,12)
+    >>> print(complement(make_layout((4, 6), stride=(1, 6)), 1), complement(make_layout((4, 10), stride=(1, 10)), 1))
+    1:0 2:4
+    >>> print(complement(make_layout((4, 6), stride=(1, 6)), 48), complement(make_layout((4, 2), stride=(1, 10)), 40))
+    2:36 (2,2):(4,20)
     """
     input = _as_layout(input, "complement", "input")
     cot = _cotarget_leaves(cotarget)
-    pairs = _sorted_modes(input, "complement", allow_zero=True)
     rs, rd = [], []
     cur = 1
-    for d, s in pairs:
+    for d, s in _sorted_modes(input):
         rs.append(d // cur)
         rd.append(cur)
         cur = s * d
@@ -455,7 +465,7 @@ def left_inverse(input: Layout) -> Layout:
         items.append((d, s, r))
     items.sort()
     if not items:
-        return _mk(1, 0)
+        return unchecked_layout(1, 0)
     rs, rd = [items[0][0]], [0]
     for (d, s, r), (d2, s2, _) in zip(items, items[1:]):
         if d2 < s * d:
@@ -492,12 +502,16 @@ def logical_divide(target: Any, tiler: Tiler) -> Any:
     Preconditions: ``complement(B, size(A))`` is valid; ``size(A)`` is a
     multiple of the tiler's extent ``max(s*d)`` (no partial tiles); the
     composition is valid (stride/shape divisibility); a tuple tiler has at
-    most ``rank(A)`` modes.
+    most ``rank(A)`` modes.  A tiler whose strides are no multiple of the
+    previous extent is accepted, as in the DSL; its tiles then skip the
+    complement's holes (``40:1`` by ``(4,2):(1,10)`` keeps 32 of 40 elements).
 
     >>> print(logical_divide(make_layout(1024), (128,)), logical_divide(make_layout(1024), make_layout(128)))
     ((128,8)):((1,128)) (128,8):(1,128)
     >>> print(logical_divide(make_layout(24), make_layout(4, stride=2)))
     (4,(2,3)):(2,(1,8))
+    >>> print(logical_divide(make_layout(40), make_layout((4, 2), stride=(1, 10))))
+    ((4,2),(2,2)):((1,10),(4,20))
     """
     if tiler is None:
         return target
@@ -517,7 +531,7 @@ def logical_divide(target: Any, tiler: Tiler) -> Any:
         rest = complement(tiler, n)
     except ValueError as e:
         raise ValueError(f"logical_divide: tiler {tiler} has no complement: {e}") from None
-    return composition(target, _mk((tiler.shape, rest.shape), (tiler.stride, rest.stride)))
+    return composition(target, unchecked_layout((tiler.shape, rest.shape), (tiler.stride, rest.stride)))
 
 
 def divide_error(target: Layout, tiler: Tiler) -> Optional[str]:
@@ -555,7 +569,7 @@ def _unzip(layout: Layout, tiler: Any) -> Layout:
         return layout
     s0, s1 = _zip2_by(layout.shape, tiler)
     d0, d1 = _zip2_by(layout.stride, tiler)
-    return _mk((s0, s1), (d0, d1))
+    return unchecked_layout((s0, s1), (d0, d1))
 
 
 def _split_modes(x: IntTuple) -> tuple:
@@ -563,12 +577,12 @@ def _split_modes(x: IntTuple) -> tuple:
 
 
 def _tiled(z: Layout) -> Layout:
-    return _mk((z.shape[0],) + _split_modes(z.shape[1]), (z.stride[0],) + _split_modes(z.stride[1]))
+    return unchecked_layout((z.shape[0],) + _split_modes(z.shape[1]), (z.stride[0],) + _split_modes(z.stride[1]))
 
 
 def _flat(z: Layout) -> Layout:
-    return _mk(_split_modes(z.shape[0]) + _split_modes(z.shape[1]),
-               _split_modes(z.stride[0]) + _split_modes(z.stride[1]))
+    return unchecked_layout(_split_modes(z.shape[0]) + _split_modes(z.shape[1]),
+                            _split_modes(z.stride[0]) + _split_modes(z.stride[1]))
 
 
 def zipped_divide(target: Layout, tiler: Tiler) -> Layout:
@@ -629,7 +643,7 @@ def logical_product(block: Layout, tiler: Tiler) -> Layout:
         rest = composition(rest, tiler)
     except ValueError as e:
         raise ValueError(f"logical_product: cannot compute {block} x {tiler}: {e}") from None
-    return _mk((block.shape, rest.shape), (block.stride, rest.stride))
+    return unchecked_layout((block.shape, rest.shape), (block.stride, rest.stride))
 
 
 def product_error(block: Layout, tiler: Tiler) -> Optional[str]:
@@ -675,20 +689,20 @@ def _product_modes(block: Any, tiler: Any, fn: str) -> tuple:
     block = _as_layout(block, fn, "block")
     tiler = _as_layout(tiler, fn, "tiler")
     r = max(block.rank, tiler.rank)
-    one = _mk(1, 0)
+    one = unchecked_layout(1, 0)
     p = logical_product(append(block, one, up_to_rank=r), append(tiler, one, up_to_rank=r))
-    return _mk(p.shape[0], p.stride[0]), _mk(p.shape[1], p.stride[1])
+    return unchecked_layout(p.shape[0], p.stride[0]), unchecked_layout(p.shape[1], p.stride[1])
 
 
 def _zip(a: Layout, b: Layout, fn: str) -> Layout:
     # An int-shaped first layout pairs with the whole second one (rank 1); a
     # tuple-shaped one pairs mode by mode, which needs a tuple-shaped second.
     if not isinstance(a.shape, tuple):
-        return _mk(((a.shape, b.shape),), ((a.stride, b.stride),))
+        return unchecked_layout(((a.shape, b.shape),), ((a.stride, b.stride),))
     if not isinstance(b.shape, tuple) or len(b.shape) != len(a.shape):
         raise ValueError(f"{fn}: cannot pair the modes of {a} with those of {b}: a rank-1 block and tiler "
                          f"must both be int-shaped or both tuple-shaped (the DSL refuses this too)")
-    return _mk(tuple(zip(a.shape, b.shape)), tuple(zip(a.stride, b.stride)))
+    return unchecked_layout(tuple(zip(a.shape, b.shape)), tuple(zip(a.stride, b.stride)))
 
 
 def blocked_product(block: Layout, tiler: Layout) -> Layout:
@@ -810,7 +824,7 @@ def recast_layout(new_type_bits: int, old_type_bits: int, src_layout: Layout) ->
     s, d = _upcast(src_layout.shape, src_layout.stride, u, src_layout)
     if v != 1:
         s, d = _downcast(s, d, v)
-    return _mk(s, d)
+    return unchecked_layout(s, d)
 
 
 def recast_error(new_type_bits: int, old_type_bits: int, src_layout: Layout) -> Optional[str]:

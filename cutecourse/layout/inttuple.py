@@ -223,10 +223,12 @@ def crd2idx(crd: IntTuple, shape: IntTuple, stride: IntTuple) -> int:
 
     ``crd`` may be a natural (congruent) coordinate, a hierarchical one, or an
     int anywhere a shape has a tuple (it is unfolded colexicographically).
-    Range is checked by the caller (:meth:`Layout.__call__`).
+    An int past its (sub-)shape's size is unfolded like any other: the last
+    mode takes the overflow, as in CuTe.  The caller checks that the ints are
+    non-negative (:func:`is_coordinate`).
 
-    >>> crd2idx(5, (4, (2, 3)), (8, (1, 2))), crd2idx((1, 4), (4, (2, 3)), (8, (1, 2)))
-    (9, 12)
+    >>> crd2idx(5, (4, (2, 3)), (8, (1, 2))), crd2idx((1, 4), (4, (2, 3)), (8, (1, 2))), crd2idx(7, (2, 3), (3, 1))
+    (9, 12, 6)
     """
     if isinstance(crd, tuple):
         if not isinstance(shape, tuple) or len(crd) != len(shape):
@@ -248,22 +250,31 @@ def crd2idx(crd: IntTuple, shape: IntTuple, stride: IntTuple) -> int:
 def idx2crd(idx: int, shape: IntTuple) -> IntTuple:
     """Colexicographic coordinate of ``idx`` in ``shape`` (natural, congruent).
 
-    >>> idx2crd(5, (2, 3))
-    (1, 2)
+    Past ``product(shape)`` the last mode takes the overflow, as in CuTe.
+
+    >>> idx2crd(5, (2, 3)), idx2crd(7, (2, 3))
+    ((1, 2), (1, 3))
     """
-    if isinstance(shape, tuple):
-        out = []
-        for s in shape:
-            n = product(s)
-            out.append(idx2crd(idx % n, s))
-            idx //= n
-        return tuple(out)
-    return idx
+    if not isinstance(shape, tuple):
+        return idx
+    out = []
+    for s in shape[:-1]:
+        n = product(s)
+        out.append(idx2crd(idx % n, s))
+        idx //= n
+    if shape:
+        out.append(idx2crd(idx, shape[-1]))
+    return tuple(out)
 
 
-def crd_in_range(crd: IntTuple, shape: IntTuple) -> bool:
-    """True when every int of ``crd`` is within its (sub-)shape's size."""
+def is_coordinate(crd: IntTuple, shape: IntTuple) -> bool:
+    """True when ``crd`` can index ``shape``: where ``crd`` is a tuple, ``shape`` is a tuple of the same
+    rank, mode by mode; every int of ``crd`` is non-negative (it may exceed its sub-shape's size).
+
+    >>> is_coordinate((1, 9), (4, (2, 3))), is_coordinate((1, -1), (4, 8)), is_coordinate((1, 2, 3), (4, 8))
+    (True, False, False)
+    """
     if isinstance(crd, tuple):
         return isinstance(shape, tuple) and len(crd) == len(shape) and all(
-            crd_in_range(c, s) for c, s in zip(crd, shape))
-    return is_int(crd) and 0 <= crd < product(shape)
+            is_coordinate(c, s) for c, s in zip(crd, shape))
+    return is_int(crd) and crd >= 0

@@ -47,8 +47,11 @@ def _normalise(x: Any, what: str, fn: str, d: int) -> IntTuple:
                      f"are not allowed), got {x!r}")
 
 
-def _mk(shape: IntTuple, stride: IntTuple) -> "Layout":
-    # Unchecked constructor for results of operations whose inputs were validated.
+def unchecked_layout(shape: IntTuple, stride: IntTuple) -> "Layout":
+    """The Layout ``shape:stride`` without validation: for results of operations whose inputs were validated.
+
+    A helper of :mod:`.algebra` (not re-exported by ``cutecourse.layout``); everyone else calls :func:`make_layout`.
+    """
     lay = object.__new__(Layout)
     lay.shape = shape
     lay.stride = stride
@@ -122,7 +125,7 @@ class Layout:
     def __iter__(self):
         if isinstance(self.shape, tuple):
             for s, d in zip(self.shape, self.stride):
-                yield _mk(s, d)
+                yield unchecked_layout(s, d)
         else:
             yield self
 
@@ -144,7 +147,7 @@ class Layout:
             raise ValueError(f"Layout[]: mode {key} is out of range for rank-1 layout {self}")
         if not -len(self.shape) <= key < len(self.shape):
             raise ValueError(f"Layout[]: mode {key} is out of range for rank-{len(self.shape)} layout {self}")
-        return _mk(self.shape[key], self.stride[key])
+        return unchecked_layout(self.shape[key], self.stride[key])
 
     def idx2crd(self, idx: int) -> IntTuple:
         """Natural coordinate of the ``idx``-th element (colexicographic)."""
@@ -188,15 +191,15 @@ def make_layout(shape: Union[IntTuple, Iterable[Layout]], stride: Optional[IntTu
     if isinstance(shape, (tuple, list)) and shape and all(isinstance(x, Layout) for x in shape):
         if stride is not None:
             raise ValueError("make_layout: stride must be None when shape is a tuple of Layouts")
-        return _mk(tuple(x.shape for x in shape), tuple(x.stride for x in shape))
+        return unchecked_layout(tuple(x.shape for x in shape), tuple(x.stride for x in shape))
     shape = _check_inttuple(shape, "shape", "make_layout", positive=True)
     if stride is None:
-        return _mk(shape, it.compact_left_strides(shape))
+        return unchecked_layout(shape, it.compact_left_strides(shape))
     stride = _check_inttuple(stride, "stride", "make_layout", positive=False)
     if not it.congruent(shape, stride):
         raise ValueError(f"make_layout: shape and stride must be congruent, got shape {to_str(shape)} "
                          f"and stride {to_str(stride)}")
-    return _mk(shape, stride)
+    return unchecked_layout(shape, stride)
 
 
 def make_ordered_layout(shape: IntTuple, order: IntTuple) -> Layout:
@@ -226,7 +229,7 @@ def make_ordered_layout(shape: IntTuple, order: IntTuple) -> Layout:
         if fs[i] != 1:
             strides[i] = cur
             cur *= fs[i]
-    return _mk(shape, _unflatten(strides, shape))
+    return unchecked_layout(shape, _unflatten(strides, shape))
 
 
 def _unflatten(flat: list, profile: IntTuple) -> IntTuple:
@@ -333,46 +336,54 @@ def depth(obj: Any) -> int:
 def crd2idx(coord: IntTuple, layout: Any) -> int:
     """Index of a coordinate (1-D int, hierarchical or natural) in a layout.
 
-    Precondition: the coordinate is within the layout's shape.
+    Definition: an int is unfolded colexicographically into one coordinate per
+    mode, then the leaves are dotted with the strides.  Like CuTe, an int past
+    its (sub-)shape's size is unfolded too: the last mode takes the overflow,
+    so ``make_layout(4)(6) == 6`` and ``(2,3):(3,1)`` at 7 is at ``(1,3)``, 6.
+    Precondition: the coordinate's ints are non-negative (CuTe divides a
+    negative one the C way, which means nothing) and a tuple coordinate has
+    the profile of the shape where it is a tuple.
 
     >>> crd2idx((1, 4), make_layout((4, (2, 3)), stride=(8, (1, 2))))
     12
+    >>> crd2idx(6, make_layout(4)), crd2idx(7, make_layout((2, 3), stride=(3, 1)))
+    (6, 6)
     """
     if not isinstance(layout, Layout):
         if hasattr(layout, "outer"):
             return layout(coord)
         layout = make_layout(layout)
     shape = layout.shape
-    if it.is_int(coord):
-        n = it.product(shape)
-        if not 0 <= coord < n:
-            raise ValueError(f"crd2idx: coordinate {coord} is out of range [0, {n}) for layout {layout}")
-    elif not it.crd_in_range(coord, shape):
-        raise ValueError(f"crd2idx: coordinate {coord!r} is out of range or not compatible with "
-                         f"shape {to_str(shape)}")
+    if not it.is_coordinate(coord, shape):
+        raise ValueError(f"crd2idx: coordinate {coord!r} cannot index layout {layout}: use non-negative ints, "
+                         f"as a tuple only where the shape {to_str(shape)} has a tuple of the same rank")
     return it.crd2idx(coord, shape, layout.stride)
 
 
 def idx2crd(idx: int, shape: Any) -> IntTuple:
     """Natural (colexicographic) coordinate of ``idx`` in ``shape``.
 
-    Precondition: ``0 <= idx < size(shape)``.
+    Past ``size(shape)`` the last mode takes the overflow, as in CuTe.
+    Precondition: ``idx`` is a non-negative int.
 
-    >>> idx2crd(13, (4, (2, 3)))
-    (1, (1, 1))
+    >>> idx2crd(13, (4, (2, 3))), idx2crd(7, (2, 3))
+    ((1, (1, 1)), (1, 3))
     """
     if isinstance(shape, Layout):
         shape = shape.shape
-    n = it.product(shape)
-    if not it.is_int(idx) or not 0 <= idx < n:
-        raise ValueError(f"idx2crd: index {idx!r} is out of range [0, {n}) for shape {to_str(shape)}")
+    if not it.is_int(idx) or idx < 0:
+        raise ValueError(f"idx2crd: index {idx!r} must be a non-negative int (shape {to_str(shape)})")
     return it.idx2crd(idx, shape)
 
 
 # --- mode surgery -----------------------------------------------------------------
 
-def _modes(layout: Layout) -> tuple:
-    """(shapes, strides) as tuples of top-level modes, also for rank-1 int shapes."""
+def top_modes(layout: Layout) -> tuple:
+    """(shapes, strides) as tuples of top-level modes, also for rank-1 int shapes (a helper of :mod:`.algebra`).
+
+    >>> top_modes(make_layout((4, (2, 3)))), top_modes(make_layout(8))
+    (((4, (2, 3)), (1, (4, 8))), ((8,), (1,)))
+    """
     if isinstance(layout.shape, tuple):
         return layout.shape, layout.stride
     return (layout.shape,), (layout.stride,)
@@ -409,15 +420,15 @@ def prepend(input: Layout, elem: Any, up_to_rank: Optional[int] = None) -> Layou
 def _pad(input: Layout, elem: Any, up_to_rank: Optional[int], fn: str) -> Layout:
     """`append` or `prepend` (`fn`): one copy of `elem`, or as many as bring `input` up to `up_to_rank` modes."""
     e = _as_mode(elem, fn)
-    s, d = _modes(input)
+    s, d = top_modes(input)
     if up_to_rank is not None and not it.is_int(up_to_rank):
         raise ValueError(f"{fn}: up_to_rank must be an int, got {up_to_rank!r}")
     n = 1 if up_to_rank is None else up_to_rank - len(s)
     if n <= 0:
         return input
     if fn == "append":
-        return _mk(s + (e.shape,) * n, d + (e.stride,) * n)
-    return _mk((e.shape,) * n + s, (e.stride,) * n + d)
+        return unchecked_layout(s + (e.shape,) * n, d + (e.stride,) * n)
+    return unchecked_layout((e.shape,) * n + s, (e.stride,) * n + d)
 
 
 def group_modes(input: Layout, begin: int, end: Optional[int] = None) -> Layout:
@@ -428,15 +439,15 @@ def group_modes(input: Layout, begin: int, end: Optional[int] = None) -> Layout:
     >>> print(group_modes(make_layout((2, 3, 4, 5)), 1, 3))
     (2,(3,4),5):(1,(2,6),24)
     """
-    s, d = _modes(input)
+    s, d = top_modes(input)
     r = len(s)
     e = r if end is None else (end + r if end < 0 else end)
     b = begin + r if begin < 0 else begin
     if not (it.is_int(b) and it.is_int(e) and 0 <= b <= e <= r):
         raise ValueError(f"group_modes: need 0 <= begin <= end <= rank={r}, got begin={begin}, end={end}")
     if not isinstance(input.shape, tuple):
-        return _mk(s[b:e], d[b:e])  # the DSL turns 8:1 into (8):(1), not ((8)):((1))
-    return _mk(s[:b] + (s[b:e],) + s[e:], d[:b] + (d[b:e],) + d[e:])
+        return unchecked_layout(s[b:e], d[b:e])  # the DSL turns 8:1 into (8):(1), not ((8)):((1))
+    return unchecked_layout(s[:b] + (s[b:e],) + s[e:], d[:b] + (d[b:e],) + d[e:])
 
 
 def flatten(input: Any) -> Any:
@@ -446,7 +457,7 @@ def flatten(input: Any) -> Any:
     (2,3,4):(1,2,6) 8:1
     """
     if isinstance(input, Layout):
-        return _mk(it.flatten(input.shape), it.flatten(input.stride))
+        return unchecked_layout(it.flatten(input.shape), it.flatten(input.stride))
     return it.flatten(input)
 
 
@@ -458,12 +469,12 @@ def select(input: Layout, mode: Union[int, Iterable[int]]) -> Layout:
     >>> print(select(make_layout((2, 3, 4, 5)), mode=(3, 0)), select(make_layout((2, 3, 4)), 2))
     (5,2):(24,1) (4):(6)
     """
-    s, d = _modes(input)
+    s, d = top_modes(input)
     modes = (mode,) if it.is_int(mode) else tuple(mode)
     bad = [m for m in modes if not it.is_int(m) or not 0 <= m < len(s)]
     if bad:
         raise ValueError(f"select: mode indices must be in [0, {len(s)}), got {bad} for layout {input}")
-    return _mk(tuple(s[m] for m in modes), tuple(d[m] for m in modes))
+    return unchecked_layout(tuple(s[m] for m in modes), tuple(d[m] for m in modes))
 
 
 def _slice(c: Any, s: IntTuple, fn: str) -> tuple:
@@ -480,8 +491,8 @@ def _slice(c: Any, s: IntTuple, fn: str) -> tuple:
         for a, b in zip(c, s):
             out += _slice(a, b, fn)
         return out
-    if not it.is_int(c) or not 0 <= c < it.product(s):
-        raise ValueError(f"{fn}: coordinate {c!r} is out of range for shape {to_str(s)}")
+    if not it.is_int(c) or c < 0:
+        raise ValueError(f"{fn}: coordinate {c!r} must be a non-negative int or None (shape {to_str(s)})")
     return ()
 
 
@@ -501,7 +512,7 @@ def slice_(src: Layout, coord: Any) -> Layout:
     Definition: modes with an int coordinate are dropped, ``None`` modes are
     kept, nested coordinates are sliced recursively and concatenated
     (``slice_`` drops the offset, see :func:`slice_and_offset`).
-    Preconditions: ``coord`` matches the shape's profile; ints are in range.
+    Preconditions: ``coord`` matches the shape's profile; ints are non-negative.
 
     >>> L = make_layout((4, (2, 3)), stride=(8, (1, 2)))
     >>> print(slice_(L, (None, 0)), slice_(L, (None, (None, 1))), slice_(L, (1, 2)), slice_(L, None))
@@ -509,7 +520,7 @@ def slice_(src: Layout, coord: Any) -> Layout:
     """
     if coord is None:
         return src
-    return _mk(_slice(coord, src.shape, "slice_"), _slice_stride(coord, src.shape, src.stride))
+    return unchecked_layout(_slice(coord, src.shape, "slice_"), _slice_stride(coord, src.shape, src.stride))
 
 
 def _slice_stride(c: Any, s: IntTuple, d: IntTuple) -> tuple:
