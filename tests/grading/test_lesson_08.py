@@ -71,11 +71,11 @@ def persistent_grid(m, n, tile_m, tile_n, sms, cluster_m, cluster_n, max_cluster
 """
 #: The lines of the package's code that PACKAGE_RASTER and PACKAGE_GRID copy, and where they are.
 PACKAGE_LINES = {
-    "cutecourse/kernels/gemm08_persistent.py": ["per_group = group_m * tiles_n",
-                                                "first_m = (work // per_group) * group_m",
-                                                "r = work % per_group", "return first_m + r % rows, r // rows"],
-    "cutecourse/kernels/gemm09_multicast.py": ["rounds = (clusters_m * clusters_n + fit - 1) // fit",
-                                               "persistent = (clusters_m * clusters_n + rounds - 1) // rounds"],
+    "cutecourse/kernels/gemm/gemm08_persistent.py": ["per_group = group_m * tiles_n",
+                                                     "first_m = (work // per_group) * group_m",
+                                                     "r = work % per_group", "return first_m + r % rows, r // rows"],
+    "cutecourse/kernels/gemm/gemm09_multicast.py": ["rounds = (clusters_m * clusters_n + fit - 1) // fit",
+                                                    "persistent = (clusters_m * clusters_n + rounds - 1) // rounds"],
 }
 
 # Each wrong answer makes one classic mistake; the check's hint points at it.
@@ -99,8 +99,8 @@ def test_the_package_answers_are_the_packages_code():
         source = tokens((ROOT / path).read_text(encoding="utf-8"))
         for line in lines:
             assert occurs(tokens(line), source), f"{path} no longer has {line!r}; update PACKAGE_RASTER/GRID"
-    for answer, path in ((PACKAGE_RASTER, "cutecourse/kernels/gemm08_persistent.py"),
-                         (PACKAGE_GRID, "cutecourse/kernels/gemm09_multicast.py")):
+    for answer, path in ((PACKAGE_RASTER, "cutecourse/kernels/gemm/gemm08_persistent.py"),
+                         (PACKAGE_GRID, "cutecourse/kernels/gemm/gemm09_multicast.py")):
         assert all(line in answer for line in PACKAGE_LINES[path])
 
 
