@@ -17,13 +17,13 @@ Inside the learner's process:
   they are not mounted at all).
 
 A call names how to run the learner's object: ``call`` it with the arguments, ``launch`` it (a ``@cute.jit`` host) on
-GPU tensors through :mod:`harness`, or compile it to ``ptx`` through :mod:`harness`.
+GPU tensors through :mod:`harness`, or compile it to ``ptx`` through :mod:`harness`. Requests and replies carry their
+values in the format of :mod:`wire`.
 """
 
 from __future__ import annotations
 
 import ast
-import base64
 import collections
 import fcntl
 import gc
@@ -43,6 +43,8 @@ import types
 from pathlib import Path
 from typing import Any, Callable
 
+from cutecourse.grading import wire
+
 VIAS = ("call", "launch", "ptx")
 #: The most a learner process may send back in one reply; a larger one fails the call.
 MAX_REPLY_BYTES = 256 * 2**20
@@ -52,83 +54,19 @@ CHECK_SPECS_ENV = "CUTECOURSE_CHECK_SPECS"
 RECORDS_ENV = "CUTECOURSE_RECORDS"
 
 # ---------------------------------------------------------------------------------------------------------------------
-# The wire: JSON with tags for the types the checks exchange. No pickle: nothing from the learner is ever unpickled.
-
-
-def encode(value: Any) -> Any:
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, tuple):
-        return {"$tuple": [encode(v) for v in value]}
-    if isinstance(value, list):
-        return [encode(v) for v in value]
-    if isinstance(value, dict):
-        return {"$dict": [[encode(k), encode(v)] for k, v in value.items()]}
-    module = type(value).__module__.split(".")[0]
-    if module == "torch":
-        value = value.detach().float().cpu().numpy() if value.is_floating_point() else value.detach().cpu().numpy()
-        module = "numpy"
-    if module == "numpy" and hasattr(value, "dtype") and hasattr(value, "shape"):
-        import numpy as np
-
-        array = np.ascontiguousarray(value)
-        return {"$array": {"dtype": array.dtype.str, "shape": list(array.shape),
-                           "data": base64.b64encode(array.tobytes()).decode()}}
-    if module == "numpy":  # numpy scalars
-        return encode(value.item())
-    return {"$str": str(value)}  # layouts and other objects are compared by what they print
-
-
-def decode(value: Any) -> Any:
-    if isinstance(value, list):
-        return [decode(v) for v in value]
-    if not isinstance(value, dict):
-        return value
-    if "$tuple" in value:
-        return tuple(decode(v) for v in value["$tuple"])
-    if "$dict" in value:
-        return {decode(k): decode(v) for k, v in value["$dict"]}
-    if "$array" in value:
-        import numpy as np
-
-        spec = value["$array"]
-        return np.frombuffer(base64.b64decode(spec["data"]), dtype=np.dtype(spec["dtype"])).reshape(spec["shape"]).copy()
-    if "$str" in value:
-        return Printed(value["$str"])
-    raise ValueError(f"unknown value on the wire: {sorted(value)}")
-
-
-class Printed(str):
-    """An object that came back from the learner as the text it prints (e.g. a Layout)."""
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Requests that build torch tensors inside the learner process (for kernels).
-
-
-def tensor(array: Any, dtype: str = "float32", device: str = "cuda") -> dict[str, Any]:
-    """Ask the learner process for a torch tensor with these values (sent as float32/int data, cast there)."""
-    return {"$tensor": {"array": encode(array), "dtype": dtype, "device": device}}
-
-
-def poisoned(shape: tuple[int, ...], dtype: str = "float32", device: str = "cuda") -> dict[str, Any]:
-    """Ask for an output tensor filled with NaN (or -1 for integers), returned to the grader after the call."""
-    return {"$poisoned": {"shape": list(shape), "dtype": dtype, "device": device}}
-
-
-def _is_tensor_request(value: Any) -> bool:
-    return isinstance(value, dict) and ("$tensor" in value or "$poisoned" in value)
+# Tensor requests, made into tensors inside the learner process (for kernels).
 
 
 def _materialise(value: Any, outputs: list[Any]) -> Any:
     """An argument as the learner's function receives it: tensors for tensor requests, plain data otherwise."""
-    if not _is_tensor_request(value):
-        return decode(value)
+    if not wire.is_tensor_request(value):
+        return wire.decode(value)
     import torch
 
     if "$tensor" in value:
         spec = value["$tensor"]
-        return torch.as_tensor(decode(spec["array"])).to(device=spec["device"], dtype=getattr(torch, spec["dtype"]))
+        values = torch.as_tensor(wire.decode(spec["array"]))
+        return values.to(device=spec["device"], dtype=getattr(torch, spec["dtype"]))
     spec = value["$poisoned"]
     dtype = getattr(torch, spec["dtype"])
     out = torch.full(spec["shape"], float("nan") if dtype.is_floating_point else -1, dtype=dtype,
@@ -141,20 +79,11 @@ def _example(value: Any) -> Any:
     """What a compile needs to know of an argument, before the argument exists: a TensorSpec, or the scalar."""
     from cutecourse.grading import harness
 
-    if not _is_tensor_request(value):
-        return decode(value)
+    if not wire.is_tensor_request(value):
+        return wire.decode(value)
     spec = value.get("$tensor") or value["$poisoned"]
     ndim = len(spec["shape"]) if "shape" in spec else len(spec["array"]["$array"]["shape"])
     return harness.TensorSpec(spec["dtype"], ndim, spec["device"])
-
-
-def _wire(value: Any) -> Any:
-    if _is_tensor_request(value):
-        return value
-    encoded = encode(value)
-    if isinstance(encoded, dict) and "$str" in encoded:
-        raise TypeError(f"cannot send {type(value).__name__} to the learner; send data (ints, tuples, arrays)")
-    return encoded
 
 
 def execute(fn: Any, args: list[Any], via: str = "call", options: dict[str, Any] | None = None
@@ -175,7 +104,7 @@ def execute(fn: Any, args: list[Any], via: str = "call", options: dict[str, Any]
         kernel(*[_materialise(a, outputs) for a in args])
         result = None
     elif via == "ptx":
-        arch, *rest = [decode(args[0])] + list(args[1:])
+        arch, *rest = [wire.decode(args[0])] + list(args[1:])
         result = harness.ptx(fn, arch, *[_materialise(a, outputs) for a in rest], **options)
         outputs = []  # the PTX's stand-in arguments are no output
     else:
@@ -327,7 +256,8 @@ def _record_checks() -> types.ModuleType:
             for case in spec["cases"]:
                 try:
                     value, outputs = execute(fn, case, spec["via"], spec["options"])
-                    results.append({"ok": True, "value": encode(value), "outputs": [encode(o) for o in outputs]})
+                    results.append({"ok": True, "value": wire.encode(value),
+                                    "outputs": [wire.encode(o) for o in outputs]})
                 except Exception as exc:  # noqa: BLE001 - a failing answer is recorded, not raised
                     results.append({"ok": False, "error": describe(exc)})
                     break
@@ -388,7 +318,7 @@ def _serve(spec: dict[str, Any]) -> None:
                     "did its cell run without errors?"
                 raise NameError(f"{request['name']} is not defined ({why})")
             value, outputs = execute(fn, request["args"], request.get("via", "call"), request.get("options"))
-            reply = {"ok": True, "value": encode(value), "outputs": [encode(o) for o in outputs]}
+            reply = {"ok": True, "value": wire.encode(value), "outputs": [wire.encode(o) for o in outputs]}
         except BaseException as exc:  # noqa: BLE001
             reply = {"ok": False, "error": describe(exc)}
         channel.write(json.dumps(reply) + "\n")
@@ -556,13 +486,13 @@ class Learner:
         """(return value, poisoned outputs after the call), decoded; LearnerError if anything went wrong."""
         if self.process is None:
             self._start()
-        self._send({"name": name, "args": [_wire(a) for a in args], "via": via, "options": options or {}},
+        self._send({"name": name, "args": [wire.argument(a) for a in args], "via": via, "options": options or {}},
                    f"{name} was called")
         reply = self._read(timeout or self.timeout, f"running {name}")
         if not reply.get("ok"):
             self._fail(f"{name} raised {reply.get('error')}")
         try:
-            return decode(reply["value"]), [decode(o) for o in reply["outputs"]]
+            return wire.decode(reply["value"]), [wire.decode(o) for o in reply["outputs"]]
         except (KeyError, TypeError, ValueError, RecursionError) as exc:
             self._fail(f"the learner's process sent a malformed reply ({type(exc).__name__})")
         raise AssertionError("unreachable")

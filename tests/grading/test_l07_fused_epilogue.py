@@ -202,11 +202,11 @@ def test_the_hidden_shapes_are_ragged_and_cover_beta_zero_and_both_signs():
 def test_the_fused_cases_poison_c_exactly_where_beta_is_zero():
     import numpy as np
 
-    from cutecourse.grading import sandbox
+    from cutecourse.grading import wire
 
     for case in L7.fused_cases(1, L7.FUSED_CHECK_SHAPES, "bfloat16"):
-        c = sandbox.decode(case[2]["$tensor"]["array"])
-        scale = sandbox.decode(case[3]["$tensor"]["array"])
+        c = wire.decode(case[2]["$tensor"]["array"])
+        scale = wire.decode(case[3]["$tensor"]["array"])
         m = c.shape[0]
         assert np.isnan(c).all() if case[5] == 0.0 else np.isfinite(c).all()
         assert scale.shape == (L7.padded(m),) and np.isfinite(scale[:m]).all() and np.isnan(scale[m:]).all()

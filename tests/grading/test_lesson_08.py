@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import pytest
 
-from cutecourse.grading import checks, grader, reports, sandbox
+from cutecourse.grading import checks, grader, reports, sandbox, wire
 from cutecourse.grading.checks import l08_dispatch as L
 
 from .conftest import (ROOT, answer_from_file, assert_failed, edited, grade_lesson, hard_coded,
@@ -177,10 +177,10 @@ class InProcess:
     def call(self, name: str, *args: Any, via: str = "call", options: dict | None = None,
              timeout: float | None = None) -> tuple[Any, list[Any]]:
         try:
-            value, outputs = sandbox.execute(self.functions[name], [sandbox._wire(a) for a in args], via, options)
+            value, outputs = sandbox.execute(self.functions[name], [wire.argument(a) for a in args], via, options)
         except Exception as exc:  # noqa: BLE001 - as the learner's process reports any failure
             raise sandbox.LearnerError(f"{name} raised {sandbox.describe(exc)}") from None
-        return sandbox.decode(sandbox.encode(value)), [sandbox.decode(sandbox.encode(o)) for o in outputs]
+        return wire.decode(wire.encode(value)), [wire.decode(wire.encode(o)) for o in outputs]
 
 
 def hidden_test(exercise: str) -> Callable[[Any], None]:

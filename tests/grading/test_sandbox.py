@@ -4,7 +4,7 @@ import textwrap
 
 import pytest
 
-from cutecourse.grading import isolation
+from cutecourse.grading import isolation, wire
 from cutecourse.grading.sandbox import Learner, LearnerError
 
 from .conftest import needs_jail
@@ -129,9 +129,7 @@ def test_kernels_defined_in_an_answer_cell_compile_in_the_sandbox():
         def host(g: cute.Tensor, stream):
             k(g).launch(grid=(1, 1, 1), block=(32, 1, 1), stream=stream)
     """) as process:
-        from cutecourse.grading import sandbox
-
-        code, _ = process.call("host", "sm_80", sandbox.tensor([0.0] * 64, device="cpu"), via="ptx", timeout=120)
+        code, _ = process.call("host", "sm_80", wire.tensor([0.0] * 64, device="cpu"), via="ptx", timeout=120)
         assert ".entry" in code and "st.global" in code
 
 

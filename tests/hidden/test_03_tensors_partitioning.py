@@ -11,7 +11,7 @@ import random
 import numpy as np
 import pytest
 
-from cutecourse.grading import sandbox
+from cutecourse.grading import wire
 from cutecourse.grading.checks import l03_tensors as L
 from cutecourse.grading.checks import rounded
 
@@ -54,7 +54,7 @@ def test_batched_transpose_on_random_batches_and_dtypes(learner):
         assert_ptx(learner, dtype, "sm_80")  # through shared memory, as asked: a copy of the 2-D kernel is not it
         for b, m, n in BATCHES:
             x = rng.standard_normal((b, m, n)).astype(np.float32)
-            _, (out,) = learner.call("batched_host", sandbox.tensor(x, dtype), sandbox.poisoned((b, n, m), dtype),
+            _, (out,) = learner.call("batched_host", wire.tensor(x, dtype), wire.poisoned((b, n, m), dtype),
                                      via="launch", timeout=120)
             hint = L.transpose_hint(rounded(x, dtype), out)  # exactly Sᵀ; NaN (the poison) = never written
             assert hint is None, f"{dtype} {(b, m, n)}: {hint}"

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from cutecourse import env
-from cutecourse.grading import sandbox
+from cutecourse.grading import sandbox, wire
 
 PASS, FAIL, NOT_RUN = "✓", "✗", "–"
 
@@ -29,7 +29,7 @@ PASS, FAIL, NOT_RUN = "✓", "✗", "–"
 class Check:
     name: str
     target: str  # the learner's function this check calls
-    cases: Callable[[], list[tuple[Any, ...]]]  # argument lists, as `sandbox` wire values
+    cases: Callable[[], list[tuple[Any, ...]]]  # argument lists, as `wire` values
     judge: Callable[[tuple[Any, ...], Any, list[Any]], str | None]  # (case, value, outputs) -> hint, or None if right
     gpu: int | None = None  # compute capability the check needs, e.g. 80
     #: How the learner's object is run on a case (see `sandbox.execute`): "call" it; "launch" it, a ``@cute.jit``
@@ -55,7 +55,7 @@ class Check:
     def spec(self) -> dict[str, Any]:
         """What a learner process needs to run this check's cases (not to judge them): for the checks' stand-in."""
         return {"target": self.target, "via": self.via, "options": dict(self.options),
-                "cases": [[sandbox._wire(a) for a in case] for case in self.cases()]}
+                "cases": [[wire.argument(a) for a in case] for case in self.cases()]}
 
     def verdict(self, call: Callable[[tuple[Any, ...]], tuple[Any, list[Any]]]) -> str:
         cases = self.cases()
@@ -95,7 +95,7 @@ def judge_records(check: Check, records: list[Any]) -> str:
             raise RuntimeError("the notebook recorded no result for this case (did the check cell run?)")
         if not reply.get("ok"):
             raise RuntimeError(str(reply.get("error"))[:500])
-        return sandbox.decode(reply.get("value")), [sandbox.decode(o) for o in reply.get("outputs", [])]
+        return wire.decode(reply.get("value")), [wire.decode(o) for o in reply.get("outputs", [])]
 
     return check.verdict(call)
 
@@ -103,8 +103,8 @@ def judge_records(check: Check, records: list[Any]) -> str:
 def _call_here(fn: Callable[..., Any], case: tuple[Any, ...], via: str, options: dict[str, Any]
                ) -> tuple[Any, list[Any]]:
     # The same wire round trip as in the grader, so both paths see identical values.
-    value, outputs = sandbox.execute(fn, [sandbox._wire(a) for a in case], via, options)
-    return sandbox.decode(sandbox.encode(value)), [sandbox.decode(sandbox.encode(o)) for o in outputs]
+    value, outputs = sandbox.execute(fn, [wire.argument(a) for a in case], via, options)
+    return wire.decode(wire.encode(value)), [wire.decode(wire.encode(o)) for o in outputs]
 
 
 #: An argument whose repr is longer than this is cut in a check's line, so that the hint after it stays readable
@@ -116,7 +116,7 @@ def _show(case: tuple[Any, ...]) -> str:
     def short(a: Any) -> str:
         if isinstance(a, dict) and "$tensor" in a:
             spec = a["$tensor"]
-            shape = sandbox.decode(spec["array"]).shape
+            shape = wire.decode(spec["array"]).shape
             return f"<{spec['dtype']} tensor {tuple(shape)}>"
         if isinstance(a, dict) and "$poisoned" in a:
             return f"<{a['$poisoned']['dtype']} output {tuple(a['$poisoned']['shape'])}>"
@@ -152,7 +152,7 @@ def rounded(x: Any, dtype: str) -> Any:
 def matrix_cases(seed: int, shapes: Any, transposed: bool = False) -> list[tuple[Any, ...]]:
     """Kernel-check cases: for each (shape, dtype) a random-normal input of that shape (a matrix, or a batch of
     them) and a NaN-poisoned output of the same shape or, `transposed`, with its last two modes swapped, as
-    `sandbox` wire values."""
+    `wire` values."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
@@ -160,14 +160,14 @@ def matrix_cases(seed: int, shapes: Any, transposed: bool = False) -> list[tuple
     for shape, dtype in shapes:
         x = rng.standard_normal(shape).astype(np.float32)
         out = (*shape[:-2], shape[-1], shape[-2]) if transposed else tuple(shape)
-        cases.append((sandbox.tensor(x, dtype), sandbox.poisoned(out, dtype)))
+        cases.append((wire.tensor(x, dtype), wire.poisoned(out, dtype)))
     return cases
 
 
 def input_of(case: tuple[Any, ...]) -> Any:
     """The input of a `matrix_cases` case as the learner's process holds it (float64 numpy)."""
     spec = case[0]["$tensor"]
-    return rounded(sandbox.decode(spec["array"]), spec["dtype"])
+    return rounded(wire.decode(spec["array"]), spec["dtype"])
 
 
 def exact_hint(want: Any, got: Any) -> str | None:

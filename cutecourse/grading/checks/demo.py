@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cutecourse.grading import sandbox
+from cutecourse.grading import wire
 from cutecourse.grading.checks import Check, relative_error
 
 
@@ -37,14 +37,14 @@ def _scale_cases() -> list[tuple[Any, ...]]:
     cases = []
     for n, alpha in ((1, 2.0), (128, -0.5), (1000, 3.25), (4099, 1.5)):
         x = rng.standard_normal(n).astype(np.float32)
-        cases.append((sandbox.tensor(x), sandbox.poisoned((n,)), alpha))
+        cases.append((wire.tensor(x), wire.poisoned((n,)), alpha))
     return cases
 
 
 def _judge_scale(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
     import numpy as np
 
-    x = sandbox.decode(case[0]["$tensor"]["array"]).astype(np.float64)
+    x = wire.decode(case[0]["$tensor"]["array"]).astype(np.float64)
     (out,) = outputs
     if np.isnan(out).any():
         first = int(np.flatnonzero(np.isnan(out))[0])

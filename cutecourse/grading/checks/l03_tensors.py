@@ -13,7 +13,7 @@ import random
 from typing import Any
 
 import cutecourse.layout as eager
-from cutecourse.grading import sandbox
+from cutecourse.grading import wire
 from cutecourse.grading.checks import Check, exact_hint, input_of, matrix_cases
 
 # --------------------------------------------------------------------------- 3.1 local_partition by hand
@@ -106,7 +106,7 @@ def ptx_case(dtype: str, arch: str) -> tuple[Any, ...]:
     import numpy as np
 
     zeros = np.zeros((2, 64, 96), dtype=np.float32)
-    return (arch, sandbox.tensor(zeros, dtype, "cpu"), sandbox.tensor(zeros.transpose(0, 2, 1), dtype, "cpu"))
+    return (arch, wire.tensor(zeros, dtype, "cpu"), wire.tensor(zeros.transpose(0, 2, 1), dtype, "cpu"))
 
 
 def _judge_ptx(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:

@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 import cutecourse.layout as eager
-from cutecourse.grading import sandbox
+from cutecourse.grading import wire
 from cutecourse.grading.checks import Check, exact_hint, input_of, rounded
 
 # --------------------------------------------------------------------------- 4.1 who holds an element of a TV layout
@@ -127,7 +127,7 @@ def cast_ptx_case(dtype: str, arch: str) -> tuple[Any, ...]:
     import numpy as np
 
     zeros = np.zeros((64, 96), dtype=np.float32)
-    return (arch, sandbox.tensor(zeros, "float32", "cpu"), sandbox.tensor(zeros, dtype, "cpu"))
+    return (arch, wire.tensor(zeros, "float32", "cpu"), wire.tensor(zeros, dtype, "cpu"))
 
 
 def _judge_ptx(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
@@ -143,7 +143,7 @@ def cast_cases(seed: int, shapes: list[tuple[tuple[int, int], str]]) -> list[tup
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    return [(sandbox.tensor(rng.standard_normal(shape).astype(np.float32), "float32"), sandbox.poisoned(shape, dtype))
+    return [(wire.tensor(rng.standard_normal(shape).astype(np.float32), "float32"), wire.poisoned(shape, dtype))
             for shape, dtype in shapes]
 
 

@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from cutecourse import fragments as F
-from cutecourse.grading import sandbox
+from cutecourse.grading import wire
 from cutecourse.grading.checks import Check, input_of, relative_error
 from cutecourse.layout import Layout, parse_layout
 
@@ -259,7 +259,7 @@ def gemm_ptx_case(dtype: str, arch: str, batched: bool, batch: int | None = 2) -
 
     lead = (batch,) if batched and batch is not None else ()
     shapes = ((64, 96), (96, 64) if batched else (64, 96), (64, 64))
-    return (arch, *(sandbox.tensor(np.zeros(lead + s, np.float32), d, "cpu") for s, d in zip(shapes, (dtype, dtype,
+    return (arch, *(wire.tensor(np.zeros(lead + s, np.float32), d, "cpu") for s, d in zip(shapes, (dtype, dtype,
                                                                                                    "float32"))))
 
 
@@ -275,8 +275,8 @@ def gemm_cases(seed: int, shapes: list[tuple[int | None, int, int, int]], dtype:
     for batch, m, n, k in shapes:
         lead = (batch,) if batched and batch is not None else ()
         a, b = rng.standard_normal(lead + (m, k)), rng.standard_normal(lead + ((k, n) if batched else (n, k)))
-        cases.append((sandbox.tensor(a.astype(np.float32), dtype), sandbox.tensor(b.astype(np.float32), dtype),
-                      sandbox.poisoned(lead + (m, n), "float32")))
+        cases.append((wire.tensor(a.astype(np.float32), dtype), wire.tensor(b.astype(np.float32), dtype),
+                      wire.poisoned(lead + (m, n), "float32")))
     return cases
 
 

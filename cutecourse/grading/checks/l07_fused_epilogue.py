@@ -21,7 +21,7 @@ import random
 import re
 from typing import Any, NamedTuple
 
-from cutecourse.grading import sandbox
+from cutecourse.grading import wire
 from cutecourse.grading.checks import Check, input_of, relative_error
 from cutecourse.grading.checks import l05_tiled_mma as L5
 
@@ -210,7 +210,7 @@ def fused_ptx_case(dtype: str, arch: str) -> tuple[Any, ...]:
     import numpy as np
 
     z = np.zeros
-    return (arch, *(sandbox.tensor(z(s, np.float32), d, "cpu") for s, d in
+    return (arch, *(wire.tensor(z(s, np.float32), d, "cpu") for s, d in
                     (((64, 96), dtype), ((64, 96), dtype), ((64, 64), dtype), ((64,), "float32"), ((64, 64), dtype))),
             0.5, 0.1)
 
@@ -234,8 +234,8 @@ def fused_cases(seed: int, shapes: list[tuple[int, int, int, float, float]], dty
         c = np.full((m, n), np.nan) if beta == 0 else rng.standard_normal((m, n)) * k ** 0.5
         scale = np.full(padded(m), np.nan)
         scale[:m] = rng.uniform(0.25, 2.0, m) * rng.choice((-1.0, 1.0), m)
-        cases.append((*(sandbox.tensor(x.astype(np.float32), dtype) for x in (a, b, c)),
-                      sandbox.tensor(scale.astype(np.float32), "float32"), sandbox.poisoned((m, n), dtype),
+        cases.append((*(wire.tensor(x.astype(np.float32), dtype) for x in (a, b, c)),
+                      wire.tensor(scale.astype(np.float32), "float32"), wire.poisoned((m, n), dtype),
                       float(beta), float(slope)))
     return cases
 
@@ -253,7 +253,7 @@ def fused_variants(case: tuple[Any, ...]) -> dict[str, Any]:
 
     a, b, c = input_of(case), input_of(case[1:]), input_of(case[2:])
     m = a.shape[0]
-    scale = sandbox.decode(case[3]["$tensor"]["array"]).astype(np.float64)[:m, None]
+    scale = wire.decode(case[3]["$tensor"]["array"]).astype(np.float64)[:m, None]
     beta, slope = float(np.float32(case[5])), float(np.float32(case[6]))
     acc = a @ b.T
     bc = 0.0 if beta == 0 else beta * c
@@ -361,7 +361,7 @@ def vector_ptx_case(dtype: str, arch: str) -> tuple[Any, ...]:
     """A PTX case: the arch, then CPU stand-ins of A (M, K), B (N, K) and D (M, N), all in `dtype`."""
     import numpy as np
 
-    return (arch, *(sandbox.tensor(np.zeros(s, np.float32), dtype, "cpu") for s in ((64, 96), (64, 96), (64, 64))))
+    return (arch, *(wire.tensor(np.zeros(s, np.float32), dtype, "cpu") for s in ((64, 96), (64, 96), (64, 64))))
 
 
 def vector_cases(seed: int, shapes: list[tuple[int, int, int]], dtype: str) -> list[tuple[Any, ...]]:
@@ -369,8 +369,8 @@ def vector_cases(seed: int, shapes: list[tuple[int, int, int]], dtype: str) -> l
     import numpy as np
 
     rng = np.random.default_rng(seed)
-    return [(sandbox.tensor(rng.standard_normal((m, k)).astype(np.float32), dtype),
-             sandbox.tensor(rng.standard_normal((n, k)).astype(np.float32), dtype), sandbox.poisoned((m, n), dtype))
+    return [(wire.tensor(rng.standard_normal((m, k)).astype(np.float32), dtype),
+             wire.tensor(rng.standard_normal((n, k)).astype(np.float32), dtype), wire.poisoned((m, n), dtype))
             for m, n, k in shapes]
 
 

@@ -5,7 +5,7 @@ import random
 import numpy as np
 import pytest
 
-from cutecourse.grading import checks, sandbox
+from cutecourse.grading import checks, wire
 
 
 @pytest.mark.exercise("0.1", points=2)
@@ -25,7 +25,7 @@ def test_scale_kernel_on_random_lengths_and_alphas(learner):
     for n in (1, 127, 129, 4097, 65_537, 1_000_003):
         x = rng.standard_normal(n).astype(np.float32)
         alpha = float(rng.uniform(-4, 4))
-        _, (out,) = learner.call("scale_host", sandbox.tensor(x), sandbox.poisoned((n,)), alpha, via="launch",
+        _, (out,) = learner.call("scale_host", wire.tensor(x), wire.poisoned((n,)), alpha, via="launch",
                                  timeout=120)
         assert not np.isnan(out).any(), f"n={n}: {int(np.isnan(out).sum())} outputs never written"
         assert checks.relative_error(out, alpha * x.astype(np.float64)) < 1e-6, f"n={n}: wrong values"
