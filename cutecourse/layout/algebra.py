@@ -294,11 +294,12 @@ def _sorted_modes(layout: Layout) -> list:
     """
     pairs = []
     for s, d in zip(it.leaves(layout.shape), it.leaves(layout.stride)):
+        if s == 1 or d == 0:
+            continue
         if d < 0:
-            raise ValueError(f"complement: strides must be non-negative, got stride {d} in {layout} "
-                             f"(the DSL returns negative extents here)")
-        if s != 1 and d != 0:
-            pairs.append((d, s))
+            raise ValueError(f"complement: strides of modes of size > 1 must be non-negative, got mode {s}:{d} "
+                             f"in {layout} (the DSL returns negative extents or 1:0 here)")
+        pairs.append((d, s))
     pairs.sort()
     cur = 1
     for d, s in pairs:
@@ -370,7 +371,7 @@ def complement(input: Layout, cotarget: Union[int, tuple, Layout] = 1) -> Layout
     stride is no multiple the quotient rounds down, and the holes it leaves
     are part of neither (``(4,2):(1,10)`` over 40 gives ``(2,2):(4,20)``,
     which skips 8, 9, 18, 19, ...).
-    Preconditions: strides >= 0; sorted by stride, the modes do not interleave
+    Preconditions: strides of modes of size > 1 are >= 0; sorted by stride, the modes do not interleave
     (each stride is at least the previous ``shape*stride``; stride-0 and
     size-1 modes are ignored); ``cotarget`` is a positive int, a shape of
     positive ints or a Layout (its shape is used).

@@ -294,8 +294,9 @@ def test_complement_preconditions():
         complement(L((2, 2), (1, 1)), 8)  # the DSL prints (0,4):(2,2)
     with pytest.raises(ValueError, match="mode 2:5 starts at 5, inside them \\(they reach 6\\)"):
         complement(L((3, 2), (2, 5)), 30)  # injective, but interleaved: the DSL prints (2,0,3):(1,6,10)
-    with pytest.raises(ValueError, match="non-negative"):
-        complement(L(4, -1), 8)
+    with pytest.raises(ValueError, match="mode 4:-1 in 4:-1"):
+        complement(L(4, -1), 8)  # the DSL prints (-1,-2):(1,-4)
+    assert str(complement(L((1, 4), (-3, 0)), 34)) == "34:1"  # size-1 and stride-0 modes are ignored, as in CuTe
     with pytest.raises(ValueError, match="cotarget"):
         complement(L(4), 0)
     assert algebra.complement_error(L(4, 2), 24) is None

@@ -7,8 +7,13 @@
   operation; eager computes them in-process, the DSL oracle computes all of them in
   one batched call, and every printed string must agree.  Eager must accept every
   valid case.
-* Invalid direction: random (often invalid) inputs; where eager raises ValueError
-  that is fine, where it returns, the DSL must print the same thing.
+  The generators reach past the textbook preconditions wherever the DSL still
+  computes a result: strides that are no multiple of the previous extent
+  (complement, and the divides and products built on it), indices and
+  coordinates past a layout's size, stride-0 and size-1 modes.
+* Invalid direction: random (often invalid) inputs; where eager returns, the DSL
+  must print the same thing; where eager raises ValueError, the DSL must raise too
+  or print something meaningless (checked for complement and crd2idx).
 
 The counts land in the "eager layout algebra vs CuTe DSL" table at the end of the run
 (tests/unit/conftest.py).
@@ -157,6 +162,35 @@ def compact(r, leaves, gaps=False):
     return strides
 
 
+def loose(r, leaves, zero_p=0.1):
+    """Strides of a layout whose modes, sorted by stride, do not interleave (each stride at least the previous
+    shape*stride) but need not be a multiple of it: CuTe's complement rounds the quotient down there.
+    Size-1 modes get any stride; with probability zero_p a mode gets stride 0 (complement ignores both)."""
+    order = list(range(len(leaves)))
+    r.shuffle(order)
+    strides = [0] * len(leaves)
+    acc = 1
+    for i in order:
+        if leaves[i] == 1:
+            strides[i] = r.randint(0, 24)
+        elif r.random() >= zero_p:
+            acc += r.choice([0, r.randrange(acc), r.randint(1, 7)])
+            strides[i] = acc
+            acc *= leaves[i]
+    return strides
+
+
+def rand_loose(r, lo=1, hi=3, max_size=256, zero_p=0.1):
+    leaves = rand_leaves(r, lo, hi, SMALL, max_size)
+    shape = nest(r, leaves)
+    return shape, unflatten_like(loose(r, leaves, zero_p), shape)
+
+
+def extent(shape, stride) -> int:
+    """max(s*d) over the modes that complement keeps: where the complement's rest starts."""
+    return max((s * d for s, d in zip(flat(shape), flat(stride)) if s != 1 and d != 0), default=1)
+
+
 def rand_compact(r, pool=SMALL, lo=1, hi=4, gaps=False, max_size=4096):
     leaves = rand_leaves(r, lo, hi, pool, max_size)
     shape = nest(r, leaves)
@@ -223,27 +257,34 @@ def g_cosize(r):
     return ("cosize", L(*rand_layout(r))), True
 
 
-def rand_coord(r, shape):
+def rand_coord(r, shape, past=0.0):
+    """A 1-D, hierarchical or natural coordinate; with probability `past` each int may run up to 3x past its
+    (sub-)shape's size (CuTe unfolds it anyway: the last mode takes the overflow)."""
+
+    def below(n):
+        return r.randrange(3 * n) if r.random() < past else r.randrange(n)
+
     kind = r.random()
     if kind < 0.3:
-        return r.randrange(math.prod(flat(shape)))
+        return below(math.prod(flat(shape)))
     if kind < 0.6 and isinstance(shape, tuple):  # hierarchical: one int per top mode
-        return tuple(r.randrange(math.prod(flat(s))) for s in shape)
+        return tuple(below(math.prod(flat(s))) for s in shape)
 
     def nat(s):
-        return tuple(nat(x) for x in s) if isinstance(s, tuple) else r.randrange(s)
+        return tuple(nat(x) for x in s) if isinstance(s, tuple) else below(s)
 
     return nat(shape)
 
 
 def g_crd2idx(r):
-    shape, stride = rand_layout(r)
-    return ("crd2idx", rand_coord(r, shape), L(shape, stride)), True
+    shape, stride = rand_layout(r, pool=SMALL + [1])
+    return ("crd2idx", rand_coord(r, shape, past=0.3), L(shape, stride)), True
 
 
 def g_idx2crd(r):
-    shape = nest(r, rand_leaves(r))
-    return ("idx2crd", r.randrange(math.prod(flat(shape))), shape), True
+    shape = nest(r, rand_leaves(r, pool=SMALL + [1]))
+    n = math.prod(flat(shape))
+    return ("idx2crd", r.randrange(3 * n) if r.random() < 0.3 else r.randrange(n), shape), True
 
 
 def g_slice(r):
@@ -256,7 +297,7 @@ def g_slice(r):
             return None
         if isinstance(s, tuple) and r.random() < 0.5:
             return tuple(sl(x) for x in s)
-        return r.randrange(math.prod(flat(s)))
+        return r.randrange(2 * math.prod(flat(s)))  # past the size too: the mode is dropped all the same
 
     crd = tuple(sl(s) for s in shape)
     return ("slice_", L(shape, stride), crd), True
@@ -299,7 +340,10 @@ def g_composition(r):
 
 
 def g_complement(r):
-    shape, stride = rand_compact(r, gaps=True, max_size=1024)
+    if r.random() < 0.5:
+        shape, stride = rand_loose(r, hi=4, max_size=1024)
+    else:
+        shape, stride = rand_compact(r, gaps=True, max_size=1024)
     cos = 1 + sum((s - 1) * d for s, d in zip(flat(shape), flat(stride)))
     cot = r.choice([cos, cos * r.randint(1, 4), r.randint(1, 2 * cos)])
     if r.random() < 0.1:
@@ -317,7 +361,19 @@ def g_left_inverse(r):
     return ("left_inverse", L(*rand_compact(r, gaps=r.random() < 0.4))), True
 
 
+def loose_divide_case(r, op):
+    """A tiler with strides that are no multiple of the previous extent over a compact target (which coalesces
+    to n:1, so the composition holds) whose size is a multiple of the tiler's extent (no partial tiles)."""
+    t_shape, t_stride = rand_loose(r, hi=3, max_size=64, zero_p=0.0)
+    n = extent(t_shape, t_stride) * r.randint(1, 3)
+    a = r.choice(divisors(n))
+    target = L(n, 1) if r.random() < 0.5 else L((a, n // a), (1, a))
+    return (op, target, L(t_shape, t_stride)), True
+
+
 def _divide_case(r, op):
+    if r.random() < 0.2:
+        return loose_divide_case(r, op)
     shape, stride = rand_layout(r, hi=4, zero_p=0.05)
     if r.random() < 0.4 or not isinstance(shape, tuple):
         return (op, L(shape, stride), tiler_over(r, flat(shape))), True
@@ -332,7 +388,23 @@ def _divide_case(r, op):
     return (op, L(shape, stride), tuple(tl)), True
 
 
+def loose_product_case(r, op):
+    """A block with strides that are no multiple of the previous extent, times n:1 where n fits the block's
+    complement: a prefix of its holes times a divisor of the next hole, or all the holes times any m."""
+    a_shape, a_stride = rand_loose(r, hi=3, max_size=64)
+    holes = flat(eager.complement(eager.make_layout(a_shape, stride=a_stride), 1).shape)
+    holes = [h for h in holes if h != 1]
+    j = r.randint(0, len(holes))
+    if j == len(holes):
+        n = math.prod(holes) * r.randint(1, 4)
+    else:
+        n = math.prod(holes[:j]) * r.choice(divisors(holes[j]))
+    return (op, L(a_shape, a_stride), L(n, 1)), True
+
+
 def _product_case(r, op):
+    if op in ("logical_product", "zipped_product", "tiled_product", "flat_product") and r.random() < 0.2:
+        return loose_product_case(r, op)
     a = rand_compact(r, hi=3, max_size=256)
     b = rand_compact(r, hi=3, max_size=64)
     if op in ("blocked_product", "raked_product"):
@@ -477,7 +549,20 @@ def i_any_pair(op):
 
 def i_complement(r):
     a = rand_layout(r, hi=3, max_stride=12)
+    if r.random() < 0.2:
+        shape, stride = a
+        a = shape, unflatten_like([-d for d in flat(stride)], shape)
     return ("complement", L(*a), r.randint(1, 64)), False
+
+
+def i_crd2idx(r):
+    shape, stride = rand_layout(r, hi=3)
+    crd = rand_coord(r, shape, past=0.3)
+    if r.random() < 0.5:  # a negative int somewhere, or a coordinate of the wrong profile
+        crd = -1 - r.randrange(8) if not isinstance(crd, tuple) else crd[:-1] + (-1 - r.randrange(8),)
+    elif r.random() < 0.5:
+        crd = (crd, 0) if isinstance(crd, tuple) else (crd,) * r.randint(2, 4)
+    return ("crd2idx", crd, L(shape, stride)), False
 
 
 def i_left_inverse(r):
@@ -496,6 +581,7 @@ INVALID_GENERATORS = {
     "logical_product": i_any_pair("logical_product"),
     "blocked_product": i_any_pair("blocked_product"),
     "complement": i_complement,
+    "crd2idx": i_crd2idx,
     "left_inverse": i_left_inverse,
     "recast_layout": i_recast,
 }
@@ -588,6 +674,39 @@ def test_eager_never_returns_something_the_dsl_does_not(name, compared, layout_d
     stats = layout_dsl_stats[name]
     stats["mismatches"] = stats.get("mismatches", 0) + len(bad)
     assert not bad, f"{name}: eager returned where the DSL disagrees ({len(bad)} of {n_cmp}):\n" + _report(bad)
+
+
+def extents(printed: str) -> list:
+    """The shape's leaves of a printed layout (parsed without validation: the DSL may print extents <= 0)."""
+    return flat(oracle.parse(printed)[1])
+
+
+def negative_mode(printed: str) -> bool:
+    """A mode of size > 1 with a negative stride: outside complement's domain (the DSL prints negative extents or
+    1:0 for it, e.g. complement((16,6):(-1,0), 20) = 1:0)."""
+    _, shape, stride = oracle.parse(printed)
+    return any(s > 1 and d < 0 for s, d in zip(flat(shape), flat(stride)))
+
+
+def test_eager_refuses_a_complement_only_where_the_dsl_fails_or_its_result_means_nothing(compared):
+    rows = [row for row in compared["invalid"]["complement"] if row[2].startswith("ValueError: ")]
+    meaningless = [row for row in rows if row[3].startswith(("error: ", "crash: ")) or min(extents(row[3])) <= 0
+                   or negative_mode(row[0][1])]
+    assert len(rows) >= 50, f"only {len(rows)} refused complements: the generator no longer reaches them"
+    assert meaningless == rows, "eager refused what the DSL computes:\n" + _report(
+        [row for row in rows if row not in meaningless])
+
+
+def has_negative(crd) -> bool:
+    return any(c < 0 for c in flat(crd))
+
+
+def test_eager_refuses_a_coordinate_only_where_the_dsl_fails_or_it_is_negative(compared):
+    rows = [row for row in compared["invalid"]["crd2idx"] if row[2].startswith("ValueError: ")]
+    meaningless = [row for row in rows if row[3].startswith(("error: ", "crash: ")) or has_negative(row[0][1])]
+    assert len(rows) >= 50, f"only {len(rows)} refused coordinates: the generator no longer reaches them"
+    assert meaningless == rows, "eager refused what the DSL computes:\n" + _report(
+        [row for row in rows if row not in meaningless])
 
 
 def test_logical_divide_garbage_case_is_rejected_by_eager(compared):
