@@ -325,9 +325,20 @@ def random_divide_case(rng: random.Random) -> tuple[Any, Any, int] | None:
     return shape, stride, n
 
 
+def tiles_with_its_complement(shape: Any, stride: Any, n: int) -> bool:
+    """Whether A and ``complement(A, size(A) * n)`` together enumerate their range exactly once: complement's
+    textbook precondition (sorted by stride, each stride a multiple of the extent of the modes below it), which
+    exercise 2.5 assumes. CuTe computes a complement without it too (lesson 2, section 6), rounding down."""
+    a = layout_of(shape, stride)
+    pair = eager.make_layout((a, eager.complement(a, a.size() * n)))
+    return pair.cosize() == pair.size() and eager.is_injective(pair)
+
+
 def random_product_case(rng: random.Random) -> tuple[Any, Any, int] | None:
     shape, stride = random_flat_lhs(rng)
     n = rng.randint(2, 6)
     if eager.product_error(layout_of(shape, stride), eager.make_layout(n)) is not None:
+        return None
+    if not tiles_with_its_complement(shape, stride, n):
         return None
     return shape, stride, n
