@@ -5,7 +5,7 @@ also outside the textbook preconditions where the DSL computes a result
 anyway (``complement`` with strides that are no multiple of the previous
 extent).  It raises ``ValueError`` naming the condition, the argument and the
 offending values where the DSL raises, and where the DSL's result means
-nothing: an extent-0 mode, a divide with more elements than its target, a
+nothing: an extent-0 mode, a divide whose last tile runs past its target, a
 composition, inverse or recast whose divisibility conditions fail.  The
 ``*_error`` functions return those messages for tests.
 
@@ -809,7 +809,8 @@ def recast_layout(new_type_bits: int, old_type_bits: int, src_layout: Layout) ->
     ``d != 0``, ``|d|`` and ``u`` divide one another, and so do ``s`` and ``q``
     (the DSL rounds up otherwise; we refuse).
 
-    >>> print(recast_layout(32, 16, make_layout((4, 8), stride=(8, 1))), recast_layout(16, 32, make_layout((4, 8), stride=(8, 1))))
+    >>> row_major = make_layout((4, 8), stride=(8, 1))
+    >>> print(recast_layout(32, 16, row_major), recast_layout(16, 32, row_major))
     (4,4):(4,1) (4,16):(16,1)
     >>> print(recast_layout(32, 8, make_layout((1, 8), stride=(1, 1))), recast_layout(16, 4, make_layout((2, 12))))
     (1,2):(1,1) (1,6):(1,1)

@@ -402,8 +402,10 @@ def append(input: Layout, elem: Any, up_to_rank: Optional[int] = None) -> Layout
 
     Precondition: ``up_to_rank``, when given, is an int.
 
-    >>> print(append(make_layout((2, 3)), make_layout(4, stride=9)), append(make_layout(2), make_layout(1), up_to_rank=3))
-    (2,3,4):(1,2,9) (2,1,1):(1,0,0)
+    >>> print(append(make_layout((2, 3)), make_layout(4, stride=9)))
+    (2,3,4):(1,2,9)
+    >>> print(append(make_layout(2), make_layout(1), up_to_rank=3))
+    (2,1,1):(1,0,0)
     """
     return _pad(input, elem, up_to_rank, "append")
 

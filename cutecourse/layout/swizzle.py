@@ -67,7 +67,9 @@ class Swizzle:
     __repr__ = __str__
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Swizzle) and (self.bits, self.base, self.shift) == (other.bits, other.base, other.shift)
+        if not isinstance(other, Swizzle):
+            return False
+        return (self.bits, self.base, self.shift) == (other.bits, other.base, other.shift)
 
     def __hash__(self) -> int:
         return hash(("Swizzle", self.bits, self.base, self.shift))

@@ -289,8 +289,11 @@ def _judge_predict(op: str):
         if str(parsed[0]) != str(expected[0]):
             return (f"got {value!r}: mode 0 is wrong (it is "
                     f"{'the tile: the first n elements of A, in 1-D order' if divide else 'A itself, unchanged'})")
-        return (f"got {value!r}: mode 1 is wrong (it is "
-                f"{'the rest of A, which steps from tile to tile' if divide else 'the first n offsets of the complement of A'})")
+        if divide:
+            rest = "the rest of A, which steps from tile to tile"
+        else:
+            rest = "the first n offsets of the complement of A"
+        return f"got {value!r}: mode 1 is wrong (it is {rest})"
 
     return judge
 
