@@ -91,7 +91,7 @@ def as_submitted(solution: dict[str, Any]) -> dict[str, Any]:
     nb = nbio.clone(solution)
     for cell in nbio.answers(nb).values():
         lines = nbio.source(cell).splitlines(keepends=True)
-        nbio.set_source(cell, "".join(l for l in lines if l.strip() not in (nbio.BEGIN, nbio.END)))
+        nbio.set_source(cell, "".join(line for line in lines if line.strip() not in (nbio.BEGIN, nbio.END)))
     return nb
 
 

@@ -70,7 +70,8 @@ def load_submission(path: str | Path) -> dict[str, Any]:
             raise rejected(f"cell {index} has metadata or a cell type of the wrong type")
         info = cell.get("metadata", {}).get("cutecourse", {})
         tag_list = cell.get("metadata", {}).get("tags", [])
-        if not isinstance(info, dict) or not isinstance(tag_list, list) or not all(isinstance(t, str) for t in tag_list):
+        tags_ok = isinstance(tag_list, list) and all(isinstance(t, str) for t in tag_list)
+        if not isinstance(info, dict) or not tags_ok:
             raise rejected(f"cell {index}: its cutecourse metadata or its tags have the wrong type")
         if not is_answer(cell):
             continue
