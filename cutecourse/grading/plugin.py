@@ -54,7 +54,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             # A GPU cell's output is the machine's (timings; "not run" without a GPU): it runs, but is not compared.
             item.options["check"] = False
         if item.get_closest_marker("exercise") is not None and hasattr(item, "callspec"):
-            # The grader reads a hidden test's points from its marker, once (grader.hidden_tests).
+            # The grader reads a hidden test's points from its marker, once (run_hidden.hidden_tests).
             raise pytest.UsageError(f"{item.nodeid}: a graded test may not be parametrized (its points would "
                                     f"count once per parameter); loop over the cases inside it")
         marker = item.get_closest_marker("gpu")

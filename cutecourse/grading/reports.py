@@ -18,7 +18,7 @@ import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from cutecourse.grading.grader import NOT_RUN, PASSED, Report, TestResult
+from cutecourse.grading.results import NOT_RUN, PASSED, Report, TestResult
 
 
 def _points(x: float) -> float | int:

@@ -21,6 +21,8 @@ import pytest
 from cutecourse.cli import main
 from cutecourse.grading import grader, isolation, reports
 from cutecourse.grading import notebook as nbio
+from cutecourse.grading.cells import learner_cells
+from cutecourse.grading.results import PASSED, Report, TestResult
 
 from .conftest import DEMO, ROOT, SOLUTION_0_1, WRONG_0_1, needs_jail
 
@@ -81,8 +83,8 @@ def jail_processes(markers: list[str]) -> list[int]:
 def neighbour(tmp_path_factory) -> Path:
     """Another student's reports, already written."""
     out = tmp_path_factory.mktemp("neighbour")
-    report = grader.Report("neighbour/00_demo.ipynb", "00_demo",
-                           [grader.TestResult("check row_major_strides (cell 4)", "0.1", 1, grader.PASSED)])
+    report = Report("neighbour/00_demo.ipynb", "00_demo",
+                           [TestResult("check row_major_strides (cell 4)", "0.1", 1, PASSED)])
     reports.write([report], out)
     return out
 
@@ -99,7 +101,7 @@ def attack(demo_course, make_submission, neighbour, tmp_path, monkeypatch):
 
     monkeypatch.setattr(isolation.Walls, "__init__", recorded)
 
-    def run(name: str, answers: dict[str, str], timeout: float = TIMEOUT) -> grader.Report:
+    def run(name: str, answers: dict[str, str], timeout: float = TIMEOUT) -> Report:
         made.clear()
         before, theirs = environment_digest(), digest(neighbour)
         started = time.monotonic()
@@ -238,11 +240,11 @@ def test_reports_replace_a_planted_symlink_instead_of_writing_through_it(tmp_pat
     out = tmp_path / "out"
     out.mkdir()
     (out / "results.json").symlink_to(victim)
-    reports.write([grader.Report("x.ipynb", "00_demo")], out)
+    reports.write([Report("x.ipynb", "00_demo")], out)
     assert victim.read_text() == "keep me" and not (out / "results.json").is_symlink()
     (tmp_path / "linked_out").symlink_to(out)
     with pytest.raises(ValueError, match="is a symlink"):
-        reports.write([grader.Report("x.ipynb", "00_demo")], tmp_path / "linked_out")
+        reports.write([Report("x.ipynb", "00_demo")], tmp_path / "linked_out")
 
 
 def test_fork_bombs_floods_and_hangs_are_bounded(attack):
@@ -330,7 +332,7 @@ def test_a_kernel_answer_that_is_more_than_kernel_code_is_refused_before_it_runs
     master = nbio.load(DEMO / "exercises" / "00_demo.ipynb")
     cheat = {"cells": [{"cell_type": "code", "metadata": {"cutecourse": {"exercise": "0.2"}},
                         "source": "import torch\ndef scale_host(x, out, alpha, stream):\n    out.copy_(x * alpha)\n"}]}
-    (cell,) = [c for c in grader.learner_cells(master, cheat) if c.get("exercise") == "0.2"]
+    (cell,) = [c for c in learner_cells(master, cheat) if c.get("exercise") == "0.2"]
     assert cell["source"].startswith("raise PermissionError(") and "not torch" in cell["source"]
 
 

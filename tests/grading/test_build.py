@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cutecourse.cli import main
-from cutecourse.grading import build, grader
+from cutecourse.grading import build, run_checks
 from cutecourse.grading import notebook as nbio
 
 
@@ -142,8 +142,8 @@ def test_gpu_check_cells_expect_what_a_passing_check_shows():
 def test_nbval_runs_gpu_cells_without_comparing_them(tmp_path):
     """Under `make test`, a GPU cell's output is the machine's (a timing; "not run" without a GPU), so the course's
     plugin runs it without comparing; any other cell is still compared."""
-    if grader.nbval_available():
-        pytest.skip(grader.nbval_available())
+    if run_checks.nbval_available():
+        pytest.skip(run_checks.nbval_available())
 
     def cell(tags):
         return {"cell_type": "code", "execution_count": 1, "id": "-".join(tags), "metadata": {"tags": tags},

@@ -5,7 +5,7 @@ these cases pin the rules down one by one."""
 
 from __future__ import annotations
 
-from cutecourse.grading import grader
+from cutecourse.grading.cells import learner_cells, needed_cells
 
 
 def cell(source: str, exercise: str | None = None) -> dict[str, str]:
@@ -14,7 +14,7 @@ def cell(source: str, exercise: str | None = None) -> dict[str, str]:
 
 
 def kept(cells: list[dict[str, str]], roots: set[str] = frozenset()) -> list[str]:
-    return [c["source"] for c in grader.needed_cells(cells, roots)]
+    return [c["source"] for c in needed_cells(cells, roots)]
 
 
 def test_a_demo_cell_nothing_reads_is_left_out_and_the_answers_stay():
@@ -63,4 +63,4 @@ def test_check_cells_and_hidden_test_strings_are_roots():
     assert kept(cells, {"host"}) == ["def host(x):\n    return x", "def f():\n    pass"]
     master = {"cells": [{"cell_type": "code", "source": c["source"], "metadata": {}} for c in cells[:2]]}
     hidden = 'def test_x(learner):\n    learner.call("other", via="call")\n'
-    assert [c["source"] for c in grader.learner_cells(master, {"cells": []}, hidden)] == ["def other():\n    pass"]
+    assert [c["source"] for c in learner_cells(master, {"cells": []}, hidden)] == ["def other():\n    pass"]

@@ -1,0 +1,52 @@
+"""A trusted pytest run (the hidden tests, nbval): in its own session until a deadline, and the outcome of each test
+case its JUnit XML reports.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+from cutecourse.grading.results import FAILED, NOT_RUN, PASSED
+
+
+def run(cmd: list[str], deadline: float, **kw: Any) -> bool:
+    """Run a trusted subprocess (pytest) in its own session until it ends or `deadline`; False if it was killed."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        return False
+    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, **kw)
+    try:
+        process.wait(timeout=left)
+        return True
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        return False
+
+
+def testcases(path: Path) -> list[ET.Element]:
+    """The test cases of the JUnit XML at `path`; none where the run left no readable file."""
+    try:
+        return list(ET.parse(path).getroot().iter("testcase"))
+    except (OSError, ET.ParseError):
+        return []
+
+
+_ANSI = re.compile(r"(?:\x1b|#x1B)\[[0-9;]*m")  # colour codes, raw or as junit escapes them
+
+
+def outcome(case: ET.Element) -> tuple[str, str]:
+    """(status, the first line of its message) of a JUnit test case, without terminal colours."""
+    for tag, status in (("failure", FAILED), ("error", FAILED), ("skipped", NOT_RUN)):
+        node = case.find(tag)
+        if node is not None:
+            text = _ANSI.sub("", (node.get("message") or node.text or "")).strip()
+            return status, text.splitlines()[0][:500] if text else tag
+    return PASSED, ""
