@@ -1,4 +1,5 @@
-"""`import cutecourse` and `import cutecourse.layout` need neither torch, nor the DSL, nor ipywidgets."""
+"""`import cutecourse` and `import cutecourse.layout` need neither torch, nor the DSL, nor ipywidgets; reading a grading
+report loads none of the grader's machinery."""
 
 import subprocess
 import sys
@@ -79,3 +80,15 @@ def test_the_layout_explorers_do_not_load_matplotlib():
             "assert 'matplotlib' not in sys.modules; viz.plots; assert 'matplotlib' in sys.modules")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
+
+
+@pytest.mark.parametrize("module", ["cutecourse.grading.results", "cutecourse.grading.reports"])
+def test_reading_reports_loads_none_of_the_grading_machinery(module):
+    """A report's types and its writers import without nbval, subprocesses, the sandbox or the grader."""
+    machinery = ("subprocess", "nbval", "pytest", "cutecourse.grading.grader", "cutecourse.grading.sandbox",
+                 "cutecourse.grading.isolation", "cutecourse.grading.checks")
+    code = f"import sys, {module}; print(chr(10).join(sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    loaded = set(out.stdout.split())
+    assert loaded.isdisjoint(machinery), sorted(loaded & set(machinery))
