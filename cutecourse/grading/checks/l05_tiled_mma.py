@@ -194,11 +194,13 @@ VECTOR = 8  # 16-bit elements per 16-byte load: every contiguous extent is a mul
 GEMM_PTX_CASES = [("float16", "sm_80"), ("bfloat16", "sm_80"), ("bfloat16", "sm_90a")]
 
 
-def _ptx_text(code: Any) -> str | None:
+def ptx_text(code: Any) -> str | None:
+    """`code` where a learner's compile returned PTX, else None (the kernel checks of lessons 5-7 read it)."""
     return code if isinstance(code, str) and ".entry" in code else None
 
 
-def _common_ptx_hint(code: str) -> str | None:
+def common_ptx_hint(code: str) -> str | None:
+    """What every Tensor Core GEMM's PTX must show (ldmatrix, a barrier, predicated edges), or None."""
     from cutecourse.kernels import ptx
 
     if ptx.count(code, "ld.shared"):
@@ -215,7 +217,7 @@ def k8_ptx_hint(code: Any) -> str | None:
     """5.5: m16n8k8 MMAs only, fed by ldmatrix.x2 only (A's 16 x 8 and B's 16 x 8 per warp are two matrices)."""
     from cutecourse.kernels import ptx
 
-    code = _ptx_text(code)
+    code = ptx_text(code)
     if code is None:
         return "expected the PTX text (a str with an .entry)"
     k8, other = ptx.count(code, "mma.sync.aligned.m16n8k8"), ptx.count(code, "mma.sync") - ptx.count(
@@ -229,14 +231,14 @@ def k8_ptx_hint(code: Any) -> str | None:
                 f"(16 x 8, N permuted to 16) are two 8 x 8 matrices each: ldmatrix.x2, not x1 or x4")
     if ptx.count(code, "ldmatrix.sync.aligned.m8n8.x2.trans"):
         return "ldmatrix.x2.trans in the PTX: both operands are K-major here, so no .trans"
-    return _common_ptx_hint(code)
+    return common_ptx_hint(code)
 
 
 def batched_ptx_hint(code: Any) -> str | None:
     """5.6: m16n8k16 MMAs fed by ldmatrix.x4 (A) and ldmatrix.x4.trans (B, N-major); the batch from blockIdx.z."""
     from cutecourse.kernels import ptx
 
-    code = _ptx_text(code)
+    code = ptx_text(code)
     if code is None:
         return "expected the PTX text (a str with an .entry)"
     if not ptx.count(code, "mma.sync.aligned.m16n8k16"):
@@ -249,7 +251,7 @@ def batched_ptx_hint(code: Any) -> str | None:
     if "%ctaid.z" not in code:
         return ("the kernel never reads blockIdx.z: each CTA must slice its batch (the L mode) with "
                 "cute.arch.block_idx()'s third coordinate")
-    return _common_ptx_hint(code)
+    return common_ptx_hint(code)
 
 
 def gemm_ptx_case(dtype: str, arch: str, batched: bool, batch: int | None = 2) -> tuple[Any, ...]:
@@ -317,7 +319,8 @@ def _judge_batched_ptx(case: tuple[Any, ...], value: Any, outputs: list[Any]) ->
     return batched_ptx_hint(value)
 
 
-def _judge_gemm(batched: bool, suspects: str = "") -> Any:
+def judge_gemm(batched: bool, suspects: str = "") -> Any:
+    """A GEMM check's judge: `gemm_hint` on the one poisoned output, naming `suspects` where it fails."""
     def judge(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
         (out,) = outputs
         return gemm_hint(case, out, batched, suspects)
@@ -330,9 +333,9 @@ BATCHED_SHAPES = [(2, 64, 64, 32), (3, 50, 40, 48), (1, 129, 72, 24)]
 
 k8_ptx = Check("k8_ptx", "tc_host", lambda: [gemm_ptx_case(d, a, False) for d, a in GEMM_PTX_CASES], _judge_k8_ptx,
                via="ptx", options=(("vector", VECTOR),))
-k8_gemm = Check("k8_gemm", "tc_host", lambda: gemm_cases(505, K8_SHAPES, "bfloat16", False), _judge_gemm(False),
+k8_gemm = Check("k8_gemm", "tc_host", lambda: gemm_cases(505, K8_SHAPES, "bfloat16", False), judge_gemm(False),
                 gpu=80, via="launch", options=(("vector", VECTOR),))
 bgemm_ptx = Check("bgemm_ptx", "batched_host", lambda: [gemm_ptx_case(d, a, True) for d, a in GEMM_PTX_CASES],
                   _judge_batched_ptx, via="ptx", options=(("vector", VECTOR),))
-bgemm = Check("bgemm", "batched_host", lambda: gemm_cases(506, BATCHED_SHAPES, "float16", True), _judge_gemm(True),
+bgemm = Check("bgemm", "batched_host", lambda: gemm_cases(506, BATCHED_SHAPES, "float16", True), judge_gemm(True),
               gpu=80, via="launch", options=(("vector", VECTOR),))

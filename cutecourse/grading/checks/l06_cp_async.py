@@ -35,7 +35,7 @@ def ptx_hint(code: Any) -> str | None:
     """What is missing from, or wrong in, the PTX of a multistage mainloop; None if it has what the exercise asks."""
     from cutecourse.kernels import ptx
 
-    code = L5._ptx_text(code)
+    code = L5.ptx_text(code)
     if code is None:
         return "expected the PTX text (a str with an .entry)"
     if ptx.count(code, "ld.global"):
@@ -83,7 +83,7 @@ def ptx_hint(code: Any) -> str | None:
     if not x4 or ldsm != x4:
         return (f"the PTX has {x4} ldmatrix.x4 (no .trans) among {ldsm} ldmatrix: each k-block's A and B reach "
                 f"the registers through the given tiled copies tiled_copy_s2r_a/b (cute.copy of tCsA/tCsB's slot)")
-    return L5._common_ptx_hint(code)
+    return L5.common_ptx_hint(code)
 
 
 _LABEL = re.compile(r"^(\$\w+):", re.MULTILINE)
@@ -151,5 +151,5 @@ def _judge_ptx(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | N
 cp_async_ptx = Check("cp_async_ptx", "multistage_host", lambda: [ptx_case(d, a) for d, a in PTX_CASES], _judge_ptx,
                      via="ptx", options=(("vector", VECTOR),))
 cp_async_gemm = Check("cp_async_gemm", "multistage_host", lambda: cases(607, CHECK_SHAPES, "float16"),
-                      L5._judge_gemm(False, SUSPECTS),
+                      L5.judge_gemm(False, SUSPECTS),
                       gpu=80, via="launch", options=(("vector", VECTOR),))

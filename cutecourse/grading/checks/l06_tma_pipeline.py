@@ -50,7 +50,7 @@ def ptx_hint(code: Any) -> str | None:
     that releases an empty slot, and waits on both sides of the hand-off."""
     from cutecourse.kernels import ptx
 
-    code = L5._ptx_text(code)
+    code = L5.ptx_text(code)
     if code is None:
         return "expected the PTX text (a str with an .entry)"
     sync = ptx.count(code, "mma.sync") + ptx.count(code, "ldmatrix")
@@ -130,5 +130,5 @@ def _judge_ptx(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | N
 
 tma_ptx = Check("tma_ptx", "tma_host", lambda: [ptx_case(d, a) for d, a in PTX_CASES], _judge_ptx, via="ptx",
                 options=(("vector", VECTOR),))
-tma_gemm = Check("tma_gemm", "tma_host", lambda: cases(65, SHAPES, "float16"), L5._judge_gemm(True, SUSPECTS),
+tma_gemm = Check("tma_gemm", "tma_host", lambda: cases(65, SHAPES, "float16"), L5.judge_gemm(True, SUSPECTS),
                  gpu=90, via="launch", options=(("vector", VECTOR),))

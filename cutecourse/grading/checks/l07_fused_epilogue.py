@@ -49,7 +49,7 @@ def _kernel_ptx(code: Any) -> tuple[str, str | None]:
     mainloop's m16n8k16 MMAs), or None."""
     from cutecourse.kernels import ptx
 
-    text = L5._ptx_text(code)
+    text = L5.ptx_text(code)
     if text is None:
         return "", "expected the PTX text (a str with an .entry)"
     entries = len(_ENTRY.findall(text))
