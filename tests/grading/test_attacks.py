@@ -24,7 +24,8 @@ from cutecourse.grading import notebook as nbio
 from cutecourse.grading.cells import learner_cells
 from cutecourse.grading.results import PASSED, Report, TestResult
 
-from .conftest import DEMO, ROOT, SOLUTION_0_1, WRONG_0_1, needs_jail
+from .jail import needs_jail
+from .submissions import DEMO, ROOT, SOLUTION_0_1, WRONG_0_1
 
 pytestmark = [pytest.mark.slow, needs_jail]
 TIMEOUT = 10

@@ -11,7 +11,8 @@ import pytest
 from cutecourse.cli import main
 from cutecourse.grading import batch, grader, isolation, reports
 
-from .conftest import SOLUTION_0_1, WRONG_0_1, needs_jail
+from .jail import needs_jail
+from .submissions import SOLUTION_0_1, WRONG_0_1
 
 pytestmark = pytest.mark.slow
 TIMEOUT = 20

@@ -20,7 +20,8 @@ from cutecourse import env as machine
 from cutecourse.cli import main
 from cutecourse.grading import classroom, grader, isolation, reports
 
-from .conftest import DEMO, ROOT, needs_jail
+from .jail import needs_jail
+from .submissions import DEMO, ROOT
 
 pytestmark = pytest.mark.slow
 #: GitHub's rule for job and step ids: a letter or _, then letters, digits, - and _ (Classroom's generated

@@ -11,7 +11,7 @@ from cutecourse.cli import main
 from cutecourse.grading import grader, reports
 from cutecourse.grading import notebook as nbio
 
-from .conftest import DEMO, SOLUTION_0_1, WRONG_0_1, statuses
+from .submissions import DEMO, SOLUTION_0_1, WRONG_0_1, statuses
 
 pytestmark = pytest.mark.slow
 TIMEOUT = 10

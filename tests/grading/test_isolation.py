@@ -14,7 +14,8 @@ import pytest
 from cutecourse.grading import isolation
 from cutecourse.grading.sandbox import Learner, LearnerError
 
-from .conftest import ROOT, needs_jail
+from .jail import needs_jail
+from .submissions import ROOT
 
 PACKAGE = ROOT / "cutecourse"
 

@@ -14,7 +14,7 @@ import pytest
 from cutecourse import env
 from cutecourse.grading import checks, grader, reports
 
-from .conftest import answer_from_file, assert_failed, edited, grade_lesson, lesson_solution, statuses
+from .submissions import answer_from_file, assert_failed, edited, grade_lesson, lesson_solution, statuses
 
 pytestmark = pytest.mark.slow
 GPU = env.gpu_missing(80) is None

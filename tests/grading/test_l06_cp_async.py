@@ -15,8 +15,7 @@ from cutecourse.grading import checks, harness
 from cutecourse.grading import notebook as nbio
 from cutecourse.grading.checks import l06_cp_async as L6
 
-from .conftest import answer_from_file, lesson_solution
-from .conftest import edited
+from .submissions import answer_from_file, edited, lesson_solution
 from .test_no_copies import lines, occurs, tokens
 
 LESSON = "06_smem_pipelines"

@@ -23,8 +23,7 @@ import pytest
 from cutecourse.grading import checks, harness, sandbox
 from cutecourse.grading.checks import l06_tma_pipeline as L
 
-from .conftest import answer_from_file, lesson_solution
-from .conftest import edited
+from .submissions import answer_from_file, edited, lesson_solution
 
 LESSON = "06_smem_pipelines"
 pytestmark = pytest.mark.slow  # each PTX compile of the kernel takes about a second
@@ -99,7 +98,7 @@ def test_the_answer_and_every_wrong_variant_are_kernel_code():
 
 def test_the_pipeline_classes_are_refused_in_the_answers_source():
     """6.5 forbids cutlass.pipeline (its metadata); the grader refuses any way the kernel code names it."""
-    from .conftest import forbidden
+    from .forbidden_calls import forbidden
 
     names = forbidden(LESSON, "6.5")
     assert names == ["cutlass.pipeline"]

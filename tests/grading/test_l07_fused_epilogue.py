@@ -17,8 +17,7 @@ from cutecourse.grading import checks, harness
 from cutecourse.grading import notebook as nbio
 from cutecourse.grading.checks import l07_fused_epilogue as L7
 
-from .conftest import ROOT, answer_from_file, lesson_solution
-from .conftest import edited
+from .submissions import ROOT, answer_from_file, edited, lesson_solution
 from .test_no_copies import lines, occurs, tokens
 
 LESSON = "07_epilogue"

@@ -10,8 +10,8 @@ import pytest
 
 from cutecourse.grading import checks, reports
 
-from .conftest import (assert_failed, assert_forbidden_calls_score_zero, assert_right_but_forbidden,
-                       grade_lesson)
+from .forbidden_calls import assert_forbidden_calls_score_zero, assert_right_but_forbidden
+from .submissions import assert_failed, grade_lesson
 
 LESSON = "01_gpu_hierarchy_tensor_cores"
 

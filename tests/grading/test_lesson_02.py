@@ -12,8 +12,8 @@ import pytest
 from cutecourse.grading import checks, grader, reports
 from cutecourse.grading import notebook as nbio
 
-from .conftest import (ROOT, assert_forbidden_calls_score_zero, assert_right_but_forbidden, grade_lesson,
-                       lesson_solution, statuses)
+from .forbidden_calls import assert_forbidden_calls_score_zero, assert_right_but_forbidden
+from .submissions import ROOT, grade_lesson, lesson_solution, statuses
 
 LESSON = "02_layouts"
 

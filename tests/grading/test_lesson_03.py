@@ -11,8 +11,8 @@ import pytest
 
 from cutecourse.grading import checks, grader, reports
 
-from .conftest import (assert_failed, assert_forbidden_calls_score_zero, assert_right_but_forbidden, grade_lesson,
-                       lesson_solution)
+from .forbidden_calls import assert_forbidden_calls_score_zero, assert_right_but_forbidden
+from .submissions import assert_failed, grade_lesson, lesson_solution
 
 LESSON = "03_tensors_partitioning"
 

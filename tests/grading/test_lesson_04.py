@@ -10,8 +10,8 @@ import pytest
 
 from cutecourse.grading import checks, grader, reports
 
-from .conftest import (answer_from_file, assert_failed, assert_forbidden_calls_score_zero, assert_right_but_forbidden,
-                       grade_lesson, lesson_solution)
+from .forbidden_calls import assert_forbidden_calls_score_zero, assert_right_but_forbidden
+from .submissions import answer_from_file, assert_failed, grade_lesson, lesson_solution
 
 LESSON = "04_tiled_copy"
 

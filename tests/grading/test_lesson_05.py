@@ -20,8 +20,8 @@ from cutecourse import fragments as F
 from cutecourse.grading import checks, grader, reports
 from cutecourse.grading.checks import l05_tiled_mma as L
 
-from .conftest import (answer_from_file, assert_failed, edited, assert_forbidden_calls_score_zero,
-                       assert_right_but_forbidden, grade_lesson, lesson_solution, statuses)
+from .forbidden_calls import assert_forbidden_calls_score_zero, assert_right_but_forbidden
+from .submissions import answer_from_file, assert_failed, edited, grade_lesson, lesson_solution, statuses
 from .test_no_copies import notebook_texts, occurs, tokens
 
 LESSON = "05_tiled_mma"

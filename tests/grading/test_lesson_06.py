@@ -20,8 +20,8 @@ from cutecourse import env
 from cutecourse.grading import checks, grader, reports
 from cutecourse.grading.checks import l06_smem_pipelines as L
 
-from .conftest import (answer_from_file, assert_failed, assert_forbidden_calls_score_zero,
-                       assert_right_but_forbidden, grade_lesson, lesson_solution, outputs, statuses)
+from .forbidden_calls import assert_forbidden_calls_score_zero, assert_right_but_forbidden
+from .submissions import answer_from_file, assert_failed, grade_lesson, lesson_solution, outputs, statuses
 from .test_l06_cp_async import GEMM04_MAINLOOP, prefetch_one_short, with_mainloop, without_wait
 from .test_l06_tma_pipeline import WRONG as TMA_WRONG
 

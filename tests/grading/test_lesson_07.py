@@ -17,9 +17,9 @@ import pytest
 from cutecourse.grading import checks, grader, reports
 from cutecourse.grading.checks import l07_epilogue as L
 
-from .conftest import (answer_from_file, assert_failed, edited, assert_forbidden_calls_score_zero,
-                       assert_right_but_forbidden, grade_lesson, hard_coded, lesson_solution, outputs,
-                       statuses)
+from .forbidden_calls import assert_forbidden_calls_score_zero, assert_right_but_forbidden
+from .submissions import (answer_from_file, assert_failed, edited, grade_lesson, hard_coded, lesson_solution, outputs,
+                          statuses)
 from .test_no_copies import PRINTED, occurs, tokens
 
 LESSON = "07_epilogue"

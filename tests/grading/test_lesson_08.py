@@ -22,8 +22,8 @@ import pytest
 from cutecourse.grading import checks, grader, reports, sandbox, wire
 from cutecourse.grading.checks import l08_dispatch as L
 
-from .conftest import (ROOT, answer_from_file, assert_failed, edited, grade_lesson, hard_coded,
-                       lesson_solution, outputs, statuses)
+from .submissions import (ROOT, answer_from_file, assert_failed, edited, grade_lesson, hard_coded, lesson_solution,
+                          outputs, statuses)
 from .test_no_copies import occurs, tokens
 
 LESSON = "08_dispatch_profiling"

@@ -20,7 +20,7 @@ import pytest
 from cutecourse.grading import grader, reports
 from cutecourse.grading import notebook as nbio
 
-from .conftest import ROOT, grade_lesson
+from .submissions import ROOT, grade_lesson
 
 LESSONS = sorted(p.stem for p in (ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))
 

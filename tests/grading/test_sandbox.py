@@ -7,7 +7,7 @@ import pytest
 from cutecourse.grading import isolation, wire
 from cutecourse.grading.sandbox import Learner, LearnerError
 
-from .conftest import needs_jail
+from .jail import needs_jail
 
 
 def learner(source: str, **kw) -> Learner:

@@ -18,7 +18,8 @@ else:  # before test_modal's import, which would otherwise fail this file's coll
 
 from cutecourse.grading import grader, reports  # noqa: E402
 
-from ..grading.conftest import DEMO, NO_JAIL  # noqa: E402
+from ..grading.jail import NO_JAIL  # noqa: E402
+from ..grading.submissions import DEMO  # noqa: E402
 from .test_modal import ROOT, load_app, record  # noqa: E402
 
 APP = ROOT / "cloud" / "modal_grade.py"

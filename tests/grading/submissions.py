@@ -1,0 +1,86 @@
+"""Submissions for the grading tests: the demo course's answers, a lesson's solution and variants of it, grading them
+against the course in this repository, and reading the reports."""
+
+from __future__ import annotations
+
+import importlib.util
+import textwrap
+from pathlib import Path
+from typing import Callable
+
+from cutecourse.grading import build, grader, reports
+from cutecourse.grading import notebook as nbio
+from cutecourse.grading.results import FAILED, Report
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = Path(__file__).parent / "demo"
+
+SOLUTION_0_1 = """
+def row_major_strides(shape):
+    strides, step = [], 1
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= extent
+    return tuple(reversed(strides))
+"""
+
+WRONG_0_1 = """
+def row_major_strides(shape):
+    return tuple(1 for _ in shape)
+"""
+
+
+def statuses(report: Report) -> dict[str, str]:
+    """Each test's status, by its name without the points suffix."""
+    return {t.name.split(" (")[0]: t.status for t in report.tests}
+
+
+def outputs(report: Report) -> dict[str, str]:
+    """Each test's output (its failure's message), by its name without the points suffix."""
+    return {t.name.split(" (")[0]: t.output for t in report.tests}
+
+
+def assert_failed(report: Report, hidden: list[str], checks: list[str]) -> None:
+    """Every named hidden test failed, and every named check too."""
+    state = statuses(report)
+    expected = {f"hidden test_{t}" for t in hidden} | {f"check {c}" for c in checks}
+    assert {n: state.get(n) for n in expected} == {n: FAILED for n in expected}, reports.summary(report)
+
+
+def edited(source: str, *changes: tuple[str, str]) -> str:
+    """`source` with each (old, new) replaced; each old must be there, so the variants follow the solution."""
+    for old, new in changes:
+        assert old in source, f"the solution no longer has {old!r}; update this test"
+        source = source.replace(old, new)
+    return source
+
+
+def hard_coded(function: str, params: str, answers: dict, default: object) -> str:
+    """The source of an answer that only knows the visible cases: ``function(params)`` returns ``answers[args]``
+    for them and `default` for anything else (a check passes it; a hidden test must not)."""
+    table = "".join(f"        {case!r}: {value!r},\n" for case, value in answers.items())
+    return f"def {function}({params}):\n    return {{\n{table}    }}.get(({params}), {default!r})\n"
+
+
+def lesson_solution(lesson: str, exercise: str) -> str:
+    """The answer cell of `exercise` in the course's solution notebook of `lesson`, markers included."""
+    return nbio.source(nbio.answers(nbio.load(ROOT / "solutions" / f"{lesson}.ipynb"))[exercise])
+
+
+def grade_lesson(tmp_path: Path, lesson: str, answers: dict[str, str], timeout: float = 60,
+                 exercises: set[str] | None = None) -> Report:
+    """Grade `lesson`'s exercise notebook with these answers filled in, against the course in this repository; with
+    `exercises`, only those (far faster: the others' checks and hidden tests do not run)."""
+    path = tmp_path / f"{lesson}.ipynb"
+    nbio.dump(build.filled(nbio.load(ROOT / "exercises" / f"{lesson}.ipynb"), answers), path)
+    return grader.grade(path, grader.Course.at(ROOT), timeout=timeout, exercise=exercises)
+
+
+def answer_from_file(tmp_path: Path, source: str, name: str) -> Callable[..., object]:
+    """Function `name` of an answer's `source`, loaded from a file: the DSL reads a jit function's source."""
+    path = tmp_path / f"answer_{name}_{abs(hash(source))}.py"  # one file per source: several may share a folder
+    path.write_text(textwrap.dedent(source))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return getattr(module, name)
