@@ -37,7 +37,10 @@ from cutecourse import tune_cache
 from cutecourse.kernels.gemm import GEMM_STEPS
 from cutecourse.kernels.gemm.plans import Plans
 
-ANY_SHAPE, SM80, COOPERATIVE, PINGPONG = "gemm02_smem", "gemm05_swizzle", "gemm09_multicast", "gemm10_pingpong"
+ANY_SHAPE = "gemm02_smem"
+SM80 = "gemm05_swizzle"
+COOPERATIVE = "gemm09_multicast"
+PINGPONG = "gemm10_pingpong"
 #: Steps that fuse an epilogue (``epilogue=``, ``bias=``, ``c=`` with ``beta``, ``aux=``, ``alpha``).
 FUSING = (SM80, COOPERATIVE, PINGPONG)
 

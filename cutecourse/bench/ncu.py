@@ -88,7 +88,9 @@ def parse(text: str, metrics: dict[str, str]) -> list[dict[str, Any]]:
     if start is None:
         return []
     rows = list(csv.reader(io.StringIO("\n".join(lines[start:]))))
-    header, units, data = rows[0], rows[1], rows[2:]
+    header = rows[0]
+    units = rows[1]
+    data = rows[2:]
     scale = {"nsecond": 1e-3, "ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3, "second": 1e6,
              "s": 1e6, "hz": 1e-6, "khz": 1e-3, "mhz": 1.0, "ghz": 1e3, "byte": 1e-6, "kbyte": 1e-3, "mbyte": 1.0,
              "gbyte": 1e3, "cycle/nsecond": 1e3, "cycle/usecond": 1.0, "cycle/second": 1e-6, "sector": 1e-6,

@@ -87,14 +87,18 @@ def _smem_kernel(gS: cute.Tensor, gDT: cute.Tensor, cS: cute.Tensor, shape: cute
     tidx, _, _ = cute.arch.thread_idx()
     bidx, bidy, _ = cute.arch.block_idx()
     tile = ((None, None), (bidx, bidy))
-    tS, tDT, tC = gS[tile], gDT[tile], cS[tile]
+    tS = gS[tile]
+    tDT = gDT[tile]
+    tC = cS[tile]
     dtype = gS.element_type
     sT = cutlass.memory.SmemAllocator().allocate_tensor(dtype, smem_layout, 16)
     atom = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), dtype, num_bits_per_copy=vector_bits)
 
     # Read the tile with threads along N (the input's contiguous mode) and park it in shared memory.
     thr_load = cute.make_tiled_copy_tv(atom, load_thr, load_val).get_slice(tidx)
-    tSg, tSs, tSc = thr_load.partition_S(tS), thr_load.partition_D(sT), thr_load.partition_S(tC)
+    tSg = thr_load.partition_S(tS)
+    tSs = thr_load.partition_D(sT)
+    tSc = thr_load.partition_S(tC)
     regs = cute.make_fragment_like(tSg)
     cute.copy(atom, tSg, regs, pred=per_vector(tSc, shape, vector_bits // dtype.width))
     cute.autovec_copy(regs, tSs)
@@ -102,7 +106,9 @@ def _smem_kernel(gS: cute.Tensor, gDT: cute.Tensor, cS: cute.Tensor, shape: cute
 
     # Write it with threads along M (the output's contiguous mode), reading shared memory column-wise.
     thr_store = cute.make_tiled_copy_tv(atom, store_thr, store_val).get_slice(tidx)
-    tDs, tDg, tDc = thr_store.partition_S(sT), thr_store.partition_D(tDT), thr_store.partition_D(tC)
+    tDs = thr_store.partition_S(sT)
+    tDg = thr_store.partition_D(tDT)
+    tDc = thr_store.partition_D(tC)
     out = cute.make_fragment_like(tDg)
     cute.autovec_copy(tDs, out)
     cute.copy(atom, out, tDg, pred=per_vector(tDc, shape, vector_bits // dtype.width))

@@ -185,7 +185,9 @@ def test_fp8_matches_float64_of_the_dequantized_inputs_on_random_shapes(step, dt
 
 def test_fp8_agrees_with_torch_scaled_mm():
     gemm10_pingpong = gemm_gpu.runnable("gemm10_pingpong")
-    m, n, k = 1008, 2032, 1536  # torch._scaled_mm wants multiples of 16; none is of a 128-tile
+    m = 1008  # torch._scaled_mm wants multiples of 16; none is of a 128-tile
+    n = 2032
+    k = 1536
     a8, b8, sa, sb, ref = quantized(m, n, k, torch.float8_e4m3fn)
     d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
     gemm10_pingpong.gemm(a8, b8, d, gemm10_pingpong.FP8_CONFIG, alpha=sa * sb)
@@ -216,7 +218,9 @@ def bad_arguments(m, n):
 @pytest.mark.parametrize("step", ["gemm05_swizzle", "gemm10_pingpong"])
 def test_the_launcher_refuses_bad_epilogue_arguments_by_name(step):
     module = gemm_gpu.runnable(step)
-    m, n, k = 128, 64, 64
+    m = 128
+    n = 64
+    k = 64
     combo = (torch.bfloat16, torch.bfloat16, "k", "n")
     a, b, d = gemm_gpu.operands(m, n, k, combo)
     for what, kwargs, match in bad_arguments(m, n):

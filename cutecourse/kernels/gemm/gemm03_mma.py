@@ -71,8 +71,12 @@ def _kernel(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, tiled_mma: cute.T
 
     # Partitions, global -> shared: each thread's 16-byte vectors of every K tile, staged in registers.
     thr_copy_a, thr_copy_b = tiled_copy_a.get_slice(tidx), tiled_copy_b.get_slice(tidx)
-    tAgA, tAsA, tAcA = thr_copy_a.partition_S(gA), thr_copy_a.partition_D(sA), thr_copy_a.partition_S(cA)
-    tBgB, tBsB, tBcB = thr_copy_b.partition_S(gB), thr_copy_b.partition_D(sB), thr_copy_b.partition_S(cB)
+    tAgA = thr_copy_a.partition_S(gA)
+    tAsA = thr_copy_a.partition_D(sA)
+    tAcA = thr_copy_a.partition_S(cA)
+    tBgB = thr_copy_b.partition_S(gB)
+    tBsB = thr_copy_b.partition_D(sB)
+    tBcB = thr_copy_b.partition_S(cB)
     tArA, tBrB = cute.make_fragment_like(tAsA), cute.make_fragment_like(tBsB)
     vector = 128 // mA.element_type.width
 

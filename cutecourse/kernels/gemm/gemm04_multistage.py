@@ -64,7 +64,9 @@ def _kernel(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, tiled_mma: cute.T
             tiled_copy_s2r_a: cute.TiledCopy, tiled_copy_s2r_b: cute.TiledCopy, tiler: cutlass.Constexpr):
     tidx, _, _ = cute.arch.thread_idx()
     bidx, bidy, _ = cute.arch.block_idx()
-    M, N, K = mA.shape[0], mB.shape[0], mA.shape[1]
+    M = mA.shape[0]
+    N = mB.shape[0]
+    K = mA.shape[1]
     _, _, tile_k = tiler
     stages = cute.size(sA_layout, mode=[2])
     # Tiles: gA (tile_m, tile_k, k_tiles), gB (tile_n, tile_k, k_tiles), gC (tile_m, tile_n), and cA, cB, cC their
@@ -82,8 +84,12 @@ def _kernel(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, tiled_mma: cute.T
 
     # Partitions, global -> shared: each thread's 16-byte vectors of every K tile, and which of them to copy.
     thr_copy_a, thr_copy_b = tiled_copy_a.get_slice(tidx), tiled_copy_b.get_slice(tidx)
-    tAgA, tAsA, tAcA = thr_copy_a.partition_S(gA), thr_copy_a.partition_D(sA), thr_copy_a.partition_S(cA)
-    tBgB, tBsB, tBcB = thr_copy_b.partition_S(gB), thr_copy_b.partition_D(sB), thr_copy_b.partition_S(cB)
+    tAgA = thr_copy_a.partition_S(gA)
+    tAsA = thr_copy_a.partition_D(sA)
+    tAcA = thr_copy_a.partition_S(cA)
+    tBgB = thr_copy_b.partition_S(gB)
+    tBsB = thr_copy_b.partition_D(sB)
+    tBcB = thr_copy_b.partition_S(cB)
     vector = 128 // mA.element_type.width
     tApA = predicate.per_vector_if(tAcA[None, None, None, 0], vector, lambda c: c[0] < M)  # rows inside M
     tBpB = predicate.per_vector_if(tBcB[None, None, None, 0], vector, lambda c: c[0] < N)

@@ -71,7 +71,9 @@ def _kernel(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, tiled_mma: cute.T
             raster: cutlass.Constexpr[int], fused: cutlass.Constexpr):
     tidx, _, _ = cute.arch.thread_idx()
     bidx, bidy, _ = cute.arch.block_idx()
-    M, N, K = mA.shape[0], mB.shape[0], mA.shape[1]
+    M = mA.shape[0]
+    N = mB.shape[0]
+    K = mA.shape[1]
     tile_m, tile_n, tile_k = tiler
     stages = cute.size(sA_layout, mode=[2])
     tm, tn = bidx // raster, bidx % raster + bidy * raster  # raster order (the host launched raster× the rows)
@@ -97,8 +99,12 @@ def _kernel(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, tiled_mma: cute.T
 
         # Partitions, global -> shared: each thread's 16-byte vectors of every K tile, and which of them to copy.
         thr_copy_a, thr_copy_b = tiled_copy_a.get_slice(tidx), tiled_copy_b.get_slice(tidx)
-        tAgA, tAsA, tAcA = thr_copy_a.partition_S(gA), thr_copy_a.partition_D(sA), thr_copy_a.partition_S(cA)
-        tBgB, tBsB, tBcB = thr_copy_b.partition_S(gB), thr_copy_b.partition_D(sB), thr_copy_b.partition_S(cB)
+        tAgA = thr_copy_a.partition_S(gA)
+        tAsA = thr_copy_a.partition_D(sA)
+        tAcA = thr_copy_a.partition_S(cA)
+        tBgB = thr_copy_b.partition_S(gB)
+        tBsB = thr_copy_b.partition_D(sB)
+        tBcB = thr_copy_b.partition_S(cB)
         vector = 128 // ab.width
         tApA = predicate.per_vector_if(tAcA[None, None, None, 0], vector, lambda c: c[0] < M)  # rows inside M
         tBpB = predicate.per_vector_if(tBcB[None, None, None, 0], vector, lambda c: c[0] < N)
@@ -174,7 +180,9 @@ def _kernel(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, tiled_mma: cute.T
         cute.autovec_copy(tCrC, thr_mma.partition_C(sC))  # fragments in the MMA's layout -> the C tile
         cute.arch.sync_threads()
         thr_copy_c = tiled_copy_c.get_slice(tidx)
-        tCsC, tCgC, tCcC = thr_copy_c.partition_S(sC), thr_copy_c.partition_D(gC), thr_copy_c.partition_D(cC)
+        tCsC = thr_copy_c.partition_S(sC)
+        tCgC = thr_copy_c.partition_D(gC)
+        tCcC = thr_copy_c.partition_D(cC)
         tCrC_rows = cute.make_fragment_like(tCsC)
         cute.autovec_copy(tCsC, tCrC_rows)  # whole 16-byte row vectors of C
         c_vector = 128 // mC.element_type.width

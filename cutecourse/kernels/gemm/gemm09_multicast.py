@@ -247,7 +247,9 @@ def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAto
             tRS_cC = tiled_copy_r2s.retile(thr_mma_c.partition_C(cC))  # the coordinates of tRS_acc's values
             for j in cutlass.range_constexpr(subtiles):
                 for v in cutlass.range_constexpr(sub_size):  # v is (copy value c, slab m, copy n) of the subtile
-                    c, m, n = v % copy_values, v // copy_values % slabs, v // (copy_values * slabs)
+                    c = v % copy_values
+                    m = v // copy_values % slabs
+                    n = v // (copy_values * slabs)
                     sub_acc[v] = tRS_acc[j * slab_values + n * copy_values + c, m, 0]
                     if cutlass.const_expr(not fused.identity):  # the fused epilogue, at the value's (m, n)
                         coord = tRS_cC[j * slab_values + n * copy_values + c, m, 0]

@@ -90,9 +90,13 @@ class Launcher(launch.Launcher):
                  for_device: Callable[[Any, Any], Any] | None = None, epilogue: bool = False,
                  fp8: bool = False) -> None:
         super().__init__(self._compile, self._arguments)
-        self.host, self.config_type, self.default = host, config_type, config_type()
+        self.host = host
+        self.config_type = config_type
+        self.default = config_type()
         self.step = host.__module__.rpartition(".")[2]
-        self.vector, self.min_cc, self.fp8 = vector, min_cc, fp8
+        self.vector = vector
+        self.min_cc = min_cc
+        self.fp8 = fp8
         self.fuses = epilogue  # the host takes the epilogue's arguments
         self.for_device = for_device  # (config, torch device) -> the config compiled for that device
         self.plans = Plans()  # the call's key -> (compiled kernel, operands' traits, fused epilogue)

@@ -117,7 +117,10 @@ _STYLE = ("<style>.cc-diff{border-collapse:collapse;font:12px/1.35 monospace}.cc
 def _unified(before: list[str], after: list[str], names: tuple[str, str], context: int) -> str:
     out = [f"--- {names[0]}", f"+++ {names[1]}"]
     for group in _matcher(before, after).get_grouped_opcodes(context):
-        i1, i2, j1, j2 = group[0][1], group[-1][2], group[0][3], group[-1][4]
+        i1 = group[0][1]
+        i2 = group[-1][2]
+        j1 = group[0][3]
+        j2 = group[-1][4]
         out.append(f"@@ -{i1 + 1},{i2 - i1} +{j1 + 1},{j2 - j1} @@")
         for tag, a1, a2, b1, b2 in group:
             if tag == "equal":  # shown as it reads now (its indentation may have changed)
