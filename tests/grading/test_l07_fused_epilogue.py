@@ -72,7 +72,9 @@ GEMM05_EPILOGUE = '''    tCrC = cute.make_fragment_like(acc, mD.element_type)
         cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), mD.element_type, num_bits_per_copy=128),
         cute.make_layout((THREADS // lanes, lanes), stride=(lanes, 1)), cute.make_layout((1, c_vector)))
     thr_copy_c = tiled_copy_c.get_slice(tidx)
-    tCsC, tCgC, tCcC = thr_copy_c.partition_S(sD), thr_copy_c.partition_D(gD), thr_copy_c.partition_D(cD)
+    tCsC = thr_copy_c.partition_S(sD)
+    tCgC = thr_copy_c.partition_D(gD)
+    tCcC = thr_copy_c.partition_D(cD)
     tCrC_rows = cute.make_fragment_like(tCsC)
     cute.autovec_copy(tCsC, tCrC_rows)
     pred = cute.make_rmem_tensor(cute.make_layout((1, *tCcC.shape[1:])), cutlass.Boolean)
@@ -82,7 +84,8 @@ GEMM05_EPILOGUE = '''    tCrC = cute.make_fragment_like(acc, mD.element_type)
 '''
 #: gemm05's own lines of that epilogue, as the package has them (its names: sC, gC, cC).
 GEMM05_LINES = ["cute.autovec_copy(tCrC, thr_mma.partition_C(sC))",
-                "tCsC, tCgC, tCcC = thr_copy_c.partition_S(sC), thr_copy_c.partition_D(gC), thr_copy_c.partition_D(cC)",
+                "tCsC = thr_copy_c.partition_S(sC)", "tCgC = thr_copy_c.partition_D(gC)",
+                "tCcC = thr_copy_c.partition_D(cC)",
                 "tCrC_rows = cute.make_fragment_like(tCsC)", "cute.autovec_copy(tCsC, tCrC_rows)",
                 "cute.make_layout((threads // lanes, lanes), stride=(lanes, 1)), cute.make_layout((1, c_vector)))"]
 
