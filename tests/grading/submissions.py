@@ -3,6 +3,7 @@ against the course in this repository, and reading the reports."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import textwrap
 from pathlib import Path
@@ -60,6 +61,16 @@ def hard_coded(function: str, params: str, answers: dict, default: object) -> st
     for them and `default` for anything else (a check passes it; a hidden test must not)."""
     table = "".join(f"        {case!r}: {value!r},\n" for case, value in answers.items())
     return f"def {function}({params}):\n    return {{\n{table}    }}.get(({params}), {default!r})\n"
+
+
+@functools.cache
+def course_exercises() -> dict[str, str]:
+    """Every exercise of the course, with its lesson, as the solutions' answer cells name them: the one place an
+    exercise id is defined (registries elsewhere are checked against it by test_registries.py)."""
+    found = {}
+    for path in sorted((ROOT / "solutions").glob("[0-9][0-9]_*.ipynb")):
+        found |= {exercise: path.stem for exercise in nbio.answers(nbio.load(path))}
+    return found
 
 
 def lesson_solution(lesson: str, exercise: str) -> str:

@@ -17,12 +17,13 @@ import re
 
 import pytest
 
-from cutecourse.grading import grader, reports
+from cutecourse.grading import reports
 from cutecourse.grading import notebook as nbio
+from cutecourse.grading.results import FAILED
 
-from .submissions import ROOT, grade_lesson
+from .submissions import ROOT, course_exercises, grade_lesson
 
-LESSONS = sorted(p.stem for p in (ROOT / "solutions").glob("[0-9][0-9]_*.ipynb"))
+LESSONS = sorted(set(course_exercises().values()))
 
 _TOKEN = re.compile(r'''(?P<string>[rbfuRBFU]{0,2}(?:"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'))
                         |(?P<comment>\#[^\n]*)
@@ -157,45 +158,39 @@ def test_a_renamed_reformatted_copy_is_found_and_a_different_algorithm_is_not():
 
 # --------------------------------------------------------------------------- the lesson's nearest code as an answer
 
-#: Per lesson, exercise -> (snippets the lesson notebook shows, the answer made of them). The lesson's code is
-#: checked to be there (token by token), so these stay "what the lesson prints" as the notebooks change.
+#: Exercise -> (snippets its lesson notebook shows, the answer made of them); the lesson is the solutions' (the
+#: exercise's answer cell). The lesson's code is checked to be there (token by token), so these stay "what the lesson
+#: prints" as the notebooks change.
 PRINTED = {
-    "01_gpu_hierarchy_tensor_cores": {
-        "1.2": (["2·bM·bN / ((bM + bN)·bytes)"], """
+    "1.2": (["2·bM·bN / ((bM + bN)·bytes)"], """
 def cluster_tile_intensity(bm, bn, bk, cluster_m, cluster_n, elem_bytes):
     return 2 * bm * bn / ((bm + bn) * elem_bytes)
 """),
-        "1.4": (["tiles = math.ceil(1024 / bm) * math.ceil(1024 / bn)", "min(tiles, h100.sms) / h100.sms"], """
+    "1.4": (["tiles = math.ceil(1024 / bm) * math.ceil(1024 / bn)", "min(tiles, h100.sms) / h100.sms"], """
 import math
 def wave_efficiency(m, n, bm, bn, sms, blocks_per_sm):
     tiles = math.ceil(m / bm) * math.ceil(n / bn)
     return min(tiles, sms) / sms
 """),
-    },
-    "02_layouts": {
-        "2.4": (["D = logical_divide(make_layout(1024), make_layout(128))"], """
+    "2.4": (["D = logical_divide(make_layout(1024), make_layout(128))"], """
 from cutecourse.layout import logical_divide, make_layout
 def predict_logical_divide(shape, stride, n):
     return str(logical_divide(make_layout(shape, stride=stride), make_layout(n)))
 """),
-    },
-    "03_tensors_partitioning": {
-        "3.3": (["viz.bank_map(L.make_layout((1, 32), stride=(1, 64)), 32, row0"], """
+    "3.3": (["viz.bank_map(L.make_layout((1, 32), stride=(1, 64)), 32, row0"], """
 from cutecourse import viz
 import cutecourse.layout as L
 def smem_bank(m, n, col_stride, element_bits):
     return viz.bank_of(L.make_layout((64, 64), stride=(1, col_stride))((m, n)), element_bits)
 """),
-        "3.4": (["viz.wavefronts(L.make_layout((64, 64), stride=(1, s)), bits, row0)"], """
+    "3.4": (["viz.wavefronts(L.make_layout((64, 64), stride=(1, s)), bits, row0)"], """
 from cutecourse import viz
 import cutecourse.layout as L
 def row_wavefronts(tile_m, pad, element_bits):
     return viz.wavefronts(L.make_layout((tile_m, 32), stride=(1, tile_m + pad)), element_bits,
                           [[(0, n) for n in range(32)]])
 """),
-    },
-    "04_tiled_copy": {
-        "4.1": (["tiler_mn, tv = L.make_layout_tv(thr, val)", "off = tv((t, v))"], """
+    "4.1": (["tiler_mn, tv = L.make_layout_tv(thr, val)", "off = tv((t, v))"], """
 import cutecourse.layout as L
 def tv_owner(dtype_bits, thr_shape, thr_order, values_m, m, n):
     thr = L.make_ordered_layout(thr_shape, order=thr_order)
@@ -203,9 +198,7 @@ def tv_owner(dtype_bits, thr_shape, thr_order, values_m, m, n):
     tiler_mn, tv = L.make_layout_tv(thr, val)
     return next((t, v) for t in range(L.size(tv[0])) for v in range(L.size(tv[1])) if tv((t, v)) == m + n * tiler_mn[0])
 """),
-    },
-    "05_tiled_mma": {
-        "5.4": (["tiled = cute.make_tiled_mma(op, cute.make_layout((2, 2, 1)), permutation_mnk=(32, 32, 16))"], """
+    "5.4": (["tiled = cute.make_tiled_mma(op, cute.make_layout((2, 2, 1)), permutation_mnk=(32, 32, 16))"], """
 import cutlass
 import cutlass.cute as cute
 
@@ -221,21 +214,17 @@ def tiled_mma_for(warps_m, warps_n, k):
     _tiled_jit(warps_m, warps_n, k, out)
     return tuple(out)
 """),
-    },
-    "06_smem_pipelines": {
-        "6.1": (["sw = make_swizzle(3, 3, 3)"], """
+    "6.1": (["sw = make_swizzle(3, 3, 3)"], """
 def choose_swizzle(row_elements, element_bits):
     return (3, 3, 3)
 """),
-        "6.2": (["kt % stages", "kt // stages", "def passes(completed_phases, parity):"], """
+    "6.2": (["kt % stages", "kt // stages", "def passes(completed_phases, parity):"], """
 def ring_schedule(k_tiles, stages):
     return [(kt % stages, (kt // stages) % 2, (kt // stages) % 2) for kt in range(k_tiles)]
 """),
-    },
-    "07_epilogue": {
-        # section 3: the running sums and the accumulation error against float64 on the rounded inputs, fp16 first
-        "7.1": (["s = (s + row).astype(acc).astype(np.float64)",
-                 "errors = {acc: {k: rel(s, exact[k - 1]) for k, s in running_sums(products, acc, set(KS)).items()}"], """
+    # section 3: the running sums and the accumulation error against float64 on the rounded inputs, fp16 first
+    "7.1": (["s = (s + row).astype(acc).astype(np.float64)",
+             "errors = {acc: {k: rel(s, exact[k - 1]) for k, s in running_sums(products, acc, set(KS)).items()}"], """
 import numpy as np
 import torch
 def choose_accumulator(k, tolerance, dtype):
@@ -250,26 +239,24 @@ def choose_accumulator(k, tolerance, dtype):
             return acc
     return None
 """),
-        # section 1: the bias's broadcast layouts on the tile, and lane 5's two elements
-        "7.2": (["bias_n, bias_m = Layout((16, 8), (0, 1)), Layout((16, 8), (1, 0))"], """
+    # section 1: the bias's broadcast layouts on the tile, and lane 5's two elements
+    "7.2": (["bias_n, bias_m = Layout((16, 8), (0, 1)), Layout((16, 8), (1, 0))"], """
 from cutecourse.layout import Layout
 def bias_fragment(tv_layout_c, tile_m, tile_n, bias_mode):
     return Layout((tile_m, tile_n), (0, 1) if bias_mode == "n" else (1, 0)), 2
 """),
-    },
-    "08_dispatch_profiling": {
-        # section 2 draws step 8's row-grouped raster as a layout (tile row, tile column) -> work item
-        "8.1": (["raster = make_layout(((group_m, tiles_m // group_m), tiles_n), stride=((1, group_m * tiles_n), "
-                 "group_m))"], """
+    # section 2 draws step 8's row-grouped raster as a layout (tile row, tile column) -> work item
+    "8.1": (["raster = make_layout(((group_m, tiles_m // group_m), tiles_n), stride=((1, group_m * tiles_n), "
+             "group_m))"], """
 from cutecourse.layout import make_layout
 def raster(work, tiles_m, tiles_n, group_n):
     group = min(group_n, tiles_m)
     order = make_layout(((group, tiles_m // group), tiles_n), stride=((1, group * tiles_n), group))
     return next((m, n) for m in range(tiles_m) for n in range(tiles_n) if order((m, n)) == work)
 """),
-        # section 3: step 9's 2 x 1 clusters on the H200, the balanced grid, for any cluster
-        "8.2": (["pairs = tiles // 2", "fit = sms // 2", "rounds = math.ceil(pairs / fit)",
-                 "math.ceil(pairs / rounds)"], """
+    # section 3: step 9's 2 x 1 clusters on the H200, the balanced grid, for any cluster
+    "8.2": (["pairs = tiles // 2", "fit = sms // 2", "rounds = math.ceil(pairs / fit)",
+             "math.ceil(pairs / rounds)"], """
 import math
 def persistent_grid(m, n, tile_m, tile_n, sms, cluster_m, cluster_n, max_clusters=None):
     tiles = math.ceil(m / tile_m) * math.ceil(n / tile_n)
@@ -279,8 +266,8 @@ def persistent_grid(m, n, tile_m, tile_n, sms, cluster_m, cluster_n, max_cluster
     clusters = math.ceil(pairs / rounds)
     return clusters, rounds, tiles / (rounds * clusters * cluster_m * cluster_n)
 """),
-        # section 4: the package's dispatcher on CPU stand-ins of the operands
-        "8.3": (["cutecourse.gemm.explain(a, b, arch=arch)"], """
+    # section 4: the package's dispatcher on CPU stand-ins of the operands
+    "8.3": (["cutecourse.gemm.explain(a, b, arch=arch)"], """
 import torch
 import cutecourse
 def choose(arch, shape, majors, alignment, dtype):
@@ -289,26 +276,30 @@ def choose(arch, shape, majors, alignment, dtype):
     b = torch.empty(k, n, dtype=getattr(torch, dtype))
     return cutecourse.gemm.explain(a, b, arch=arch).step, 16 // a.element_size()
 """),
-    },
 }
 
 
-@pytest.mark.parametrize("lesson", sorted(PRINTED))
+def printed(lesson: str) -> dict[str, tuple[list[str], str]]:
+    """The entries of PRINTED whose exercise is `lesson`'s."""
+    return {e: entry for e, entry in PRINTED.items() if course_exercises().get(e) == lesson}
+
+
+@pytest.mark.parametrize("lesson", LESSONS)
 def test_the_printed_code_is_in_the_lesson(lesson):
     texts = [tokens(t) for t in notebook_texts(lesson)]
-    for exercise, (shown, _) in PRINTED[lesson].items():
+    for exercise, (shown, _) in printed(lesson).items():
         for snippet in shown:
             assert any(occurs(tokens(snippet), t) for t in texts), f"{lesson} {exercise}: {snippet!r} is not shown"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("lesson", sorted(PRINTED))
+@pytest.mark.parametrize("lesson", LESSONS)
 def test_the_lessons_printed_code_as_the_answer_fails_the_hidden_tests(lesson, tmp_path):
-    answers = {e: answer for e, (_, answer) in PRINTED[lesson].items()}
+    answers = {e: answer for e, (_, answer) in printed(lesson).items()}
     report = grade_lesson(tmp_path, lesson, answers, timeout=120, exercises=set(answers))
-    hidden = [t for t in report.tests if t.exercise in PRINTED[lesson] and t.name.startswith("hidden")]
-    assert {t.exercise for t in hidden} == set(PRINTED[lesson]), reports.summary(report)
-    assert all(t.status == grader.FAILED for t in hidden), reports.summary(report)
+    hidden = [t for t in report.tests if t.exercise in answers and t.name.startswith("hidden")]
+    assert {t.exercise for t in hidden} == set(answers), reports.summary(report)
+    assert all(t.status == FAILED for t in hidden), reports.summary(report)
 
 
 def test_every_lesson_has_printed_code_or_says_why():
@@ -323,5 +314,5 @@ def test_every_lesson_has_printed_code_or_says_why():
     test_l07_fused_epilogue submits the lesson's worked example and step 5's epilogue as those answers, and they fail
     the PTX checks; 8.4, whose speed-of-light rule the lesson states in prose only (test_lesson_08 submits the rule
     without its 60 % line)."""
-    assert sorted(PRINTED) == LESSONS
+    assert sorted({course_exercises().get(e, e) for e in PRINTED}) == LESSONS
 
