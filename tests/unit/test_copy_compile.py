@@ -41,8 +41,8 @@ def test_predication_guards_the_accesses():
                                                     make_fake_stream(), o), "sm_90a")
     # Each of the 8 vector accesses sits behind a predicated branch (or is itself predicated); the tiled step has none.
     assert ptx.count(code, "ld.global.v4") + ptx.count(code, "st.global.v4") == 8 and ptx.guarded(code) >= 8
-    tiled = ptx.ptx_of(lambda o: copy_tiled.compile(copy_tiled.Config("float32", 4), f32(), f32(), make_fake_stream(), o),
-                   "sm_90a")
+    config = copy_tiled.Config("float32", 4)
+    tiled = ptx.ptx_of(lambda o: copy_tiled.compile(config, f32(), f32(), make_fake_stream(), o), "sm_90a")
     assert ptx.guarded(tiled) == 0
 
 

@@ -27,7 +27,8 @@ def test_naive_step_uses_scalar_accesses_and_no_shared_memory(arch):
 
 @pytest.mark.parametrize("dtype, accesses", [("float32", 4), ("float16", 2), ("bfloat16", 2)])
 def test_smem_step_moves_128_bits_per_global_access(dtype, accesses):
-    code = census(TransposeConfig("smem", dtype, 128 // (8 * torch.empty(0, dtype=getattr(torch, dtype)).element_size())))
+    vector = 128 // (8 * torch.empty(0, dtype=getattr(torch, dtype)).element_size())
+    code = census(TransposeConfig("smem", dtype, vector))
     assert ptx.count(code, "ld.global.v4") == accesses and ptx.count(code, "st.global.v4") == accesses
     assert ptx.count(code, "bar.sync") == 1 and ptx.count(code, "ld.shared") > 0
 
