@@ -1,4 +1,4 @@
-"""Shared-memory bank maps and the wavefront count of one warp-wide access.
+"""The bank model of shared memory: the bank of an element and the wavefronts one warp-wide access takes.
 
 The model (NVIDIA GPUs since Volta): shared memory has 32 banks of 4 bytes; byte address ``a`` lives in bank
 ``(a // 4) % 32``. One instruction is served in *phases*: a group of threads whose requests together are at most
@@ -8,7 +8,8 @@ addresses of one ``ldmatrix`` 8x8 matrix). A phase takes as many *wavefronts* as
 sum over its phases; a conflict-free access takes one wavefront per 128 bytes.
 
 An access is either an :class:`Access` (a pattern placed on the layout's logical 2-D tile for an element width)
-or explicit phases: a list of phases, each a list of the element coordinates read or written in it.
+or explicit phases: a list of phases, each a list of the element coordinates read or written in it. A layout is
+read as a 2-D tile (:mod:`cutecourse.hw.tile`); :func:`cutecourse.viz.bank_map` draws its banks.
 
 >>> from cutecourse.layout import parse_layout
 >>> wavefronts(parse_layout("(8,64):(64,1)"), 16, LDMATRIX_8x8)  # 8 rows, all in banks 0-3
@@ -21,21 +22,20 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from typing import Optional, Sequence, Union
+from typing import Sequence, Union
 
 from cutecourse.layout import ComposedLayout, Layout
-from cutecourse.layout.inttuple import product, to_str
+from cutecourse.layout.inttuple import product
 
-from .grid import Cell, cell_size, draw_grid
-from .layout import LayoutLike, _crd, as_layout, grid_modes
-from .svg import Canvas, Picture, check_size
+from .tile import Coord, LayoutLike, as_layout, grid_crd, grid_modes
 
-__all__ = ["Access", "LDMATRIX_8x8", "WARP_128BIT_STORE", "bank_of", "wavefronts", "ideal_wavefronts", "bank_map",
-           "access_phases"]
+__all__ = ["Access", "LDMATRIX_8x8", "WARP_128BIT_STORE", "bank_of", "wavefronts", "ideal_wavefronts",
+           "access_phases", "check_element_bits"]
 
-BANKS, BANK_BYTES, WAVEFRONT_BYTES = 32, 4, 128
+BANKS = 32
+BANK_BYTES = 4
+WAVEFRONT_BYTES = 128
 ELEMENT_BITS = (8, 16, 32, 64, 128)
-Coord = Union[int, tuple]
 Phases = Sequence[Sequence[Coord]]
 
 
@@ -80,7 +80,8 @@ WARP_128BIT_STORE = Access("warp 128-bit stores", threads=32, bytes_per_thread=1
 """32 threads each store 16 contiguous bytes, sweeping the tile row by row; 4 phases of 8 threads."""
 
 
-def _check_bits(element_bits: int, fn: str) -> None:
+def check_element_bits(element_bits: int, fn: str) -> None:
+    """Raise ValueError unless ``element_bits`` is a width the model counts (one of :data:`ELEMENT_BITS`)."""
     if element_bits not in ELEMENT_BITS:
         raise ValueError(f"{fn}: element_bits must be one of {ELEMENT_BITS}, got {element_bits!r} "
                          f"(16 for fp16/bf16, 32 for fp32)")
@@ -130,16 +131,9 @@ def _cost(L: Union[Layout, ComposedLayout], rows_shape: object, phases: Sequence
     """Wavefronts of `phases`: per phase, the most distinct 4-byte words that fall in one bank."""
     total = 0
     for phase in phases:
-        words = {w for r, k in phase for w in _words(L(_crd(rows_shape, r, k)), element_bits)}
+        words = {w for r, k in phase for w in _words(L(grid_crd(rows_shape, r, k)), element_bits)}
         total += max(Counter(w % BANKS for w in words).values(), default=0)
     return total
-
-
-def _prepare(layout: LayoutLike, element_bits: int, fn: str):
-    L = as_layout(layout, fn, "layout")
-    _check_bits(element_bits, fn)
-    rows_shape, cols_shape = grid_modes(L, fn)
-    return L, rows_shape, cols_shape, product(rows_shape), product(cols_shape)
 
 
 def wavefronts(layout: LayoutLike, element_bits: int, access: Union[Access, Phases]) -> int:
@@ -154,8 +148,12 @@ def wavefronts(layout: LayoutLike, element_bits: int, access: Union[Access, Phas
     >>> wavefronts(parse_layout("(8,64):(1,8)"), 16, WARP_128BIT_STORE)  # column-major: 8-way conflicts
     32
     """
-    L, rows_shape, _, rows, cols = _prepare(layout, element_bits, "viz.wavefronts")
-    return _cost(L, rows_shape, access_phases(access, rows, cols, element_bits, "viz.wavefronts"), element_bits)
+    fn = "wavefronts"
+    L = as_layout(layout, fn, "layout")
+    check_element_bits(element_bits, fn)
+    rows_shape, cols_shape = grid_modes(L, fn)
+    phases = access_phases(access, product(rows_shape), product(cols_shape), element_bits, fn)
+    return _cost(L, rows_shape, phases, element_bits)
 
 
 def ideal_wavefronts(phases: list[list[tuple[int, int]]], element_bits: int) -> int:
@@ -165,54 +163,3 @@ def ideal_wavefronts(phases: list[list[tuple[int, int]]], element_bits: int) -> 
     4
     """
     return sum(-(-len(set(p)) * element_bits // (8 * WAVEFRONT_BYTES)) for p in phases)
-
-
-def bank_colour(bank: int) -> str:
-    """The fill of a bank: 32 hues round the colour wheel, alternating lightness so neighbours differ."""
-    return f"hsl({bank * 360 // BANKS},65%,{70 + 10 * (bank % 2)}%)"
-
-
-def bank_map(layout: LayoutLike, element_bits: int = 16, access: Optional[Union[Access, Phases]] = None,
-             title: Optional[str] = None) -> Picture:
-    """Draw the bank of every element of a shared-memory ``layout``; with ``access``, its cells and cost.
-
-    Each cell shows the bank of ``layout(row, col)`` for ``element_bits``-wide elements, coloured by bank.
-    Cells ``access`` touches get a thick outline (the others are faded), and the picture states the
-    wavefronts it takes next to the conflict-free ideal.
-
-    >>> p = bank_map("S<3,3,3> o 0 o (8,64):(64,1)", 16, LDMATRIX_8x8)
-    >>> 'data-wavefronts="1"' in p.svg, p.svg.count('class="cell strong"')
-    (True, 64)
-    """
-    L, rows_shape, cols_shape, rows, cols = _prepare(layout, element_bits, "viz.bank_map")
-    check_size(rows * cols, f"layout {L}", "viz.bank_map")
-    touched: set[tuple[int, int]] = set()
-    cost = ideal = 0
-    note = ""
-    if access is not None:
-        phases = access_phases(access, rows, cols, element_bits, "viz.bank_map")
-        touched = {c for p in phases for c in p}
-        cost = _cost(L, rows_shape, phases, element_bits)
-        ideal = ideal_wavefronts(phases, element_bits)
-        name = access.name if isinstance(access, Access) else "access"
-        verdict = "conflict-free" if cost <= ideal else f"{cost / ideal:g}x the ideal"
-        note = f"{name}: {cost} wavefront{'s' * (cost != 1)} (ideal {ideal}, {verdict})"
-
-    def cell(r: int, k: int) -> Cell:
-        crd = _crd(rows_shape, r, k)
-        off = L(crd)
-        b = bank_of(off, element_bits)
-        return Cell(str(b), bank_colour(b), f"{to_str(crd)} → offset {off}, bank {b}",
-                    {"crd": to_str(crd), "idx": str(off), "bank": str(b)},
-                    strong=(r, k) in touched, faded=bool(touched) and (r, k) not in touched)
-
-    cw = cell_size(cols, 2, font=10)
-    top = 66 if note else 48
-    c = Canvas(max(34 + cols * cw + 12, 520), top + rows * cw + 12)
-    c.text(34, 14, title if title is not None else f"banks of {L}, {element_bits}-bit elements", size=13,
-           anchor="start", cls="title", weight="bold")
-    if note:
-        c.raw(f'<g class="wavefronts" data-wavefronts="{cost}" data-ideal="{ideal}"></g>')
-        c.text(34, 34, note, size=12, anchor="start", cls="wavefront-note")
-    draw_grid(c, 34, top, rows_shape, cols_shape, cw, cw, cell, font=10)
-    return Picture(c.finish(), title or f"banks of {L}")

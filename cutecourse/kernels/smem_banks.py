@@ -87,7 +87,7 @@ class Config:
 def predicted_cycles(layout: str = "swizzled", row_elements: int = 64) -> int:
     """Cycles one ldmatrix.x4 costs the SM by the wavefront model: 4 matrices × the wavefronts of one, one
     wavefront a cycle."""
-    from cutecourse.viz import LDMATRIX_8x8, wavefronts
+    from cutecourse.hw.banks import LDMATRIX_8x8, wavefronts
 
     return MATRICES * wavefronts(Config(layout, row_elements).layout_text(), 16, LDMATRIX_8x8)
 

@@ -3,7 +3,9 @@
 Every function returns a :class:`Picture`: Jupyter draws it inline (no LaTeX), ``.svg`` is the text and
 ``.save(path)`` writes a file. Hovering a cell shows ``coordinate → index``. Pictures over
 :data:`MAX_CELLS` cells raise ValueError. ``viz.widgets`` (ipywidgets explorers) and ``viz.plots`` (matplotlib
-roofline and benchmark charts) load on first use, so ``from cutecourse import viz`` stays light.
+roofline and benchmark charts) load on first use, so ``from cutecourse import viz`` stays light. The pictures
+draw models that live in :mod:`cutecourse.hw` (``bank_map`` draws :mod:`cutecourse.hw.banks`); the bank model's
+names that ``bank_map`` takes and shows are importable here too.
 
 >>> from cutecourse import viz
 >>> from cutecourse.layout import make_layout
@@ -18,7 +20,9 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .banks import LDMATRIX_8x8, WARP_128BIT_STORE, Access, bank_map, bank_of, wavefronts
+from cutecourse.hw.banks import LDMATRIX_8x8, WARP_128BIT_STORE, Access, bank_of, wavefronts
+
+from .banks import bank_map
 from .layout import layout, tv_layout
 from .mma import MMA_ATOMS, mma_atom
 from .svg import MAX_CELLS, Picture

@@ -12,48 +12,18 @@ tile shows which thread ``T`` holds it as which value ``V``.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Optional, Union
+from typing import Any, Callable, Iterable, Optional
 
-from cutecourse.layout import ComposedLayout, Layout, parse_layout
+from cutecourse.hw.tile import Coord, LayoutLike, as_layout, grid_crd, grid_modes
+from cutecourse.layout import ComposedLayout, Layout
 from cutecourse.layout.inttuple import IntTuple, product, product_each, to_str
 
 from .grid import Cell, cell_size, draw_grid
 from .svg import Canvas, Picture, check_size, index_colour, thread_colour
 
-__all__ = ["layout", "tv_layout", "as_layout", "grid_modes", "draw_tv"]
-
-LayoutLike = Union[Layout, ComposedLayout, str]
-Coord = Union[int, tuple]
+__all__ = ["layout", "tv_layout", "draw_tv"]
 
 _TOP, _LEFT, _PAD = 48, 34, 12
-
-
-def as_layout(L: Any, fn: str, arg: str = "L") -> Union[Layout, ComposedLayout]:
-    """``L`` as a Layout or ComposedLayout; text is parsed with ``parse_layout`` (ValueError says what is wrong)."""
-    if isinstance(L, (Layout, ComposedLayout)):
-        return L
-    if isinstance(L, str):
-        try:
-            return parse_layout(L)
-        except ValueError as e:
-            raise ValueError(f"{fn}: {arg}={L!r} does not parse: {e}. Write it as the DSL prints it, "
-                             f"e.g. '(4,8):(8,1)'") from None
-    raise ValueError(f"{fn}: {arg} must be a Layout, a ComposedLayout or its text such as '(4,8):(8,1)', "
-                     f"got {type(L).__name__} {L!r}")
-
-
-def grid_modes(L: Union[Layout, ComposedLayout], fn: str) -> tuple[IntTuple, IntTuple]:
-    """``(rows_shape, cols_shape)``: rank 1 is one row, rank 2 is mode 0 down and mode 1 across."""
-    if L.rank == 1:
-        return 1, L.shape
-    if L.rank == 2:
-        return L.shape[0], L.shape[1]
-    raise ValueError(f"{fn}: can draw rank-1 and rank-2 layouts, got rank {L.rank} layout {L}; group its modes "
-                     f"first, e.g. group_modes(L, 1, {L.rank}), or slice it")
-
-
-def _crd(rows_shape: IntTuple, r: int, k: int) -> Coord:
-    return k if rows_shape == 1 else (r, k)
 
 
 def layout(L: LayoutLike, color: Optional[Callable[[int], str]] = None, title: Optional[str] = None,
@@ -79,12 +49,12 @@ def layout(L: LayoutLike, color: Optional[Callable[[int], str]] = None, title: O
     rows, cols = product(rows_shape), product(cols_shape)
 
     def cell(r: int, k: int) -> Cell:
-        crd = _crd(rows_shape, r, k)
+        crd = grid_crd(rows_shape, r, k)
         idx = L(crd)
         return Cell(str(idx), fill(idx), f"{to_str(crd)} → {idx}", {"crd": to_str(crd), "idx": str(idx)},
                     strong=crd in marked)
 
-    label_chars = max(len(str(L(_crd(rows_shape, r, k)))) for r in (0, rows - 1) for k in (0, cols - 1))
+    label_chars = max(len(str(L(grid_crd(rows_shape, r, k)))) for r in (0, rows - 1) for k in (0, cols - 1))
     cw = cell_size(cols, max(label_chars, 2))
     c = Canvas(_LEFT + cols * cw + _PAD, _TOP + rows * cw + _PAD)
     c.text(_LEFT, 14, title if title is not None else str(L), size=13, anchor="start", cls="title", weight="bold")

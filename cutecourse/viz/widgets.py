@@ -22,15 +22,17 @@ except ModuleNotFoundError as e:  # ipywidgets is in the `lab` extra, not a hard
     raise ModuleNotFoundError("cutecourse.viz.widgets needs ipywidgets: pip install 'ipywidgets>=7.7' "
                               "(or, in a checkout, make lab)", name="ipywidgets") from e
 
+from cutecourse.hw.banks import ELEMENT_BITS, LDMATRIX_8x8, WARP_128BIT_STORE, Access, wavefronts
 from cutecourse.hw.roofline import attainable_tflops, gemm_intensity
+from cutecourse.hw.tile import as_layout
 from cutecourse.layout import (
     ComposedLayout, Layout, blocked_product, composition, logical_divide, logical_product, make_layout,
     make_composed_layout, make_swizzle, raked_product, zipped_divide,
 )
 from cutecourse.layout.inttuple import product, to_str
 
-from . import banks
-from .layout import as_layout, layout
+from .banks import bank_map
+from .layout import layout
 
 if TYPE_CHECKING:
     from .plots import Point
@@ -210,15 +212,16 @@ def divide_product_explorer(layout_text: str = "(8,8):(1,8)", tiler: str = "(2,4
     return Explorer("divide-product", controls, draw, pictures=2)
 
 
-_ACCESSES: dict[str, Optional[banks.Access]] = {
-    "ldmatrix 8x8": banks.LDMATRIX_8x8, "warp 128-bit stores": banks.WARP_128BIT_STORE, "none": None}
+_ACCESSES: dict[str, Optional[Access]] = {
+    "ldmatrix 8x8": LDMATRIX_8x8, "warp 128-bit stores": WARP_128BIT_STORE, "none": None}
 
 
 def swizzle_explorer(base: str = "(8,64):(64,1)", b: int = 3, m: int = 3, s: int = 3,
                      element_bits: int = 16, access: str = "ldmatrix 8x8") -> Explorer:
     """Sliders for ``Swizzle<B,M,S>`` over a shared-memory layout; the bank map and wavefront count update.
 
-    ``B = 0`` is no swizzle. The readout states the wavefronts the chosen access takes (see ``viz.banks``).
+    ``B = 0`` is no swizzle. The readout states the wavefronts the chosen access takes (the model:
+    :mod:`cutecourse.hw.banks`).
 
     >>> ex = swizzle_explorer(b=0)
     >>> ex.readout.value.startswith("S<0,4,3> o 0 o (8,64):(64,1): 8 wavefronts")
@@ -232,16 +235,16 @@ def swizzle_explorer(base: str = "(8,64):(64,1)", b: int = 3, m: int = 3, s: int
         sw = make_composed_layout(make_swizzle(c["B"].value, c["M"].value, c["S"].value), 0, outer)
         acc = _ACCESSES[c["access"].value]
         bits = c["bits"].value
-        cost = f": {banks.wavefronts(sw, bits, acc)} wavefronts for {acc.name}" if acc else ""
+        cost = f": {wavefronts(sw, bits, acc)} wavefronts for {acc.name}" if acc else ""
         ex.readout.value = f"{sw}{cost}"
-        return banks.bank_map(sw, bits, acc).svg
+        return bank_map(sw, bits, acc).svg
 
     def slider(name: str, v: int) -> W.IntSlider:
         return W.IntSlider(value=v, min=0, max=6, description=name, continuous_update=False,
                            layout=W.Layout(width="220px"))
 
     controls = {"base": _text(base, "Base:"), "B": slider("B", b), "M": slider("M", m), "S": slider("S", s),
-                "bits": W.Dropdown(options=list(banks.ELEMENT_BITS[:4]), value=element_bits, description="Bits:",
+                "bits": W.Dropdown(options=list(ELEMENT_BITS[:4]), value=element_bits, description="Bits:",
                                    layout=W.Layout(width="140px")),
                 "access": W.Dropdown(options=list(_ACCESSES), value=access, description="Access:")}
     return Explorer("swizzle", controls, draw, readout=True)

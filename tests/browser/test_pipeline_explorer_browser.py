@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from cutecourse.viz.pipeline import simulate
+from cutecourse.hw.pipeline import simulate
 
 from .test_explorer_browser import (  # noqa: F401 - sync_api is a fixture
     CHROMIUM, FLAGS, MIN_TRACK_PX, outside, run_all_cells, screenshot_dir, serving, sync_api,

@@ -9,13 +9,15 @@ import math
 import pytest
 
 from cutecourse import hw
-from cutecourse.hw import measured, roofline, specs, tensor_cores
+from cutecourse.hw import banks, measured, pipeline, roofline, specs, tensor_cores, tile
+
+from .test_light_imports import run_hidden
 
 # `cutecourse.hw.occupancy` is the function (re-exported by the package); the module is reached by its full name.
 occ_module = importlib.import_module("cutecourse.hw.occupancy")
 
 
-@pytest.mark.parametrize("module", [hw, specs, roofline, occ_module, tensor_cores, measured])
+@pytest.mark.parametrize("module", [hw, specs, roofline, occ_module, tensor_cores, measured, tile, banks, pipeline])
 def test_docstring_examples(module):
     result = doctest.testmod(module)
     assert result.failed == 0 and result.attempted > 0
@@ -154,3 +156,34 @@ def test_occupancy_rejects_an_unknown_arch_and_accepts_custom_limits():
         hw.occupancy(128, 32, 0, "sm_42")
     custom = hw.ArchLimits(**{**hw.ARCH_LIMITS["sm_90"].as_dict(), "max_blocks_per_sm": 2})
     assert hw.occupancy(128, 32, 0, custom).binding == ("blocks",)
+
+
+@pytest.mark.parametrize("text, bits, access, expected", [
+    ("(8,64):(64,1)", 16, banks.LDMATRIX_8x8, 8),
+    ("S<3,3,3> o 0 o (8,64):(64,1)", 16, banks.LDMATRIX_8x8, 1),
+    ("(8,64):(64,1)", 16, banks.WARP_128BIT_STORE, 4),
+    ("(8,64):(1,8)", 16, banks.WARP_128BIT_STORE, 32),
+    ("(8,32):(32,1)", 32, banks.LDMATRIX_8x8, 8),
+    ("(8,32):(33,1)", 32, banks.LDMATRIX_8x8, 4),  # padding one word: row r covers banks r..r+3, so bank 3 is 4-way
+    ("(32,32):(32,1)", 32, [[(r, 0) for r in range(32)]], 32),  # a warp reading one column: the classic 32-way
+    ("(32,32):(33,1)", 32, [[(r, 0) for r in range(32)]], 1),   # padded: conflict-free
+    ("(32,32):(32,1)", 32, [[(0, c) for c in range(32)]], 1),   # one row: conflict-free
+    ("(32,32):(32,1)", 32, [[(0, 0)] * 32], 1),                 # broadcast: one word
+])
+def test_wavefronts_follow_the_bank_model(text, bits, access, expected):
+    assert banks.wavefronts(text, bits, access) == expected
+
+
+def test_wavefronts_rejects_a_tile_too_small_for_the_access():
+    with pytest.raises(ValueError, match="wavefronts: ldmatrix 8x8 .* needs a tile of at least 8 rows"):
+        banks.wavefronts("(4,64):(64,1)", 16, banks.LDMATRIX_8x8)
+
+
+def test_the_models_load_without_the_pictures():
+    out = run_hidden("""
+        import sys
+        import cutecourse.hw.banks, cutecourse.hw.pipeline
+        drawing = sorted(m for m in sys.modules if m.startswith("cutecourse.viz"))
+        assert not drawing, drawing
+    """)
+    assert out.returncode == 0, out.stderr

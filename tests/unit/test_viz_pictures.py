@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from cutecourse import viz
+from cutecourse.hw.banks import LDMATRIX_8x8
 from cutecourse.layout import make_layout, make_layout_tv, parse_layout
 from cutecourse.viz import banks, gemm_hierarchy, grid, mma, svg
 
@@ -170,24 +171,8 @@ def test_mma_atom_places_a_b_c_fragments_with_ptx_ownership():
         viz.mma_atom("SM90_64x8x16")
 
 
-@pytest.mark.parametrize("text, bits, access, expected", [
-    ("(8,64):(64,1)", 16, viz.LDMATRIX_8x8, 8),
-    ("S<3,3,3> o 0 o (8,64):(64,1)", 16, viz.LDMATRIX_8x8, 1),
-    ("(8,64):(64,1)", 16, viz.WARP_128BIT_STORE, 4),
-    ("(8,64):(1,8)", 16, viz.WARP_128BIT_STORE, 32),
-    ("(8,32):(32,1)", 32, viz.LDMATRIX_8x8, 8),
-    ("(8,32):(33,1)", 32, viz.LDMATRIX_8x8, 4),  # padding one word: row r covers banks r..r+3, so bank 3 is 4-way
-    ("(32,32):(32,1)", 32, [[(r, 0) for r in range(32)]], 32),  # a warp reading one column: the classic 32-way
-    ("(32,32):(33,1)", 32, [[(r, 0) for r in range(32)]], 1),   # padded: conflict-free
-    ("(32,32):(32,1)", 32, [[(0, c) for c in range(32)]], 1),   # one row: conflict-free
-    ("(32,32):(32,1)", 32, [[(0, 0)] * 32], 1),                 # broadcast: one word
-])
-def test_wavefronts_follow_the_bank_model(text, bits, access, expected):
-    assert viz.wavefronts(text, bits, access) == expected
-
-
 def test_bank_map_labels_every_element_with_its_bank_and_marks_the_access():
-    pic = viz.bank_map("(8,64):(64,1)", 16, viz.LDMATRIX_8x8)
+    pic = viz.bank_map("(8,64):(64,1)", 16, LDMATRIX_8x8)
     got = cells(pic)
     assert len(got) == 512
     for g in got:
@@ -211,7 +196,7 @@ def test_bank_map_rejects_bad_element_width_and_too_small_tiles():
     with pytest.raises(ValueError, match="element_bits must be one of"):
         viz.bank_map("(8,64):(64,1)", 12)
     with pytest.raises(ValueError, match="needs a tile of at least 8 rows"):
-        viz.wavefronts("(4,64):(64,1)", 16, viz.LDMATRIX_8x8)
+        viz.bank_map("(4,64):(64,1)", 16, LDMATRIX_8x8)
 
 
 # --------------------------------------------------------------------------- pictures are whole

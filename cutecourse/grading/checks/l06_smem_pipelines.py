@@ -16,9 +16,9 @@ from typing import Any
 
 from cutecourse import hw
 from cutecourse.grading.checks import Check
+from cutecourse.hw import banks
 from cutecourse.layout import Layout, make_composed_layout
 from cutecourse.layout.swizzle import Swizzle
-from cutecourse.viz import banks
 
 # --------------------------------------------------------------------------- 6.1 a conflict-free swizzle
 
