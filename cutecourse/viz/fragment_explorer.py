@@ -33,7 +33,7 @@ from cutecourse.layout import IntTuple, Layout, composition
 from cutecourse.layout.inttuple import product
 
 from .grid import cell_size
-from .layout import _LEFT, _PAD, _TOP, draw_tv
+from .layout import LEFT, PAD, TOP, draw_tv
 from .svg import Canvas, Picture
 
 if TYPE_CHECKING:
@@ -237,12 +237,12 @@ def fragment_picture(frag: Fragment, lane: Optional[int] = None, cell: Optional[
         _check_cell(frag, cell, "fragment_picture")
     rows, cols = frag.shape
     cw, ch = cell_size(cols, len(f"T{frag.threads - 1} V{frag.layout_tv[1].size() - 1}"), font=9), 20.0
-    c = Canvas(_LEFT + cols * cw + _PAD, _TOP + rows * ch + _PAD)
+    c = Canvas(LEFT + cols * cw + PAD, TOP + rows * ch + PAD)
     what = f"{frag.shape[0] // 8} matrices 8 × 8, M<j>[row][column]" if frag.copy else \
         f"{frag.operand} ({rows} × {cols})"
-    c.text(_LEFT, 14, f"{frag.ptx}: {what}" + ("" if lane is None else f", {_who(frag, lane)}"), size=13,
+    c.text(LEFT, 14, f"{frag.ptx}: {what}" + ("" if lane is None else f", {_who(frag, lane)}"), size=13,
            anchor="start", cls="title", weight="bold")
-    draw_tv(c, _LEFT, _TOP, frag.layout_tv, frag.tile, cw, ch, "fragment_picture", lane=lane, mark=cell)
+    draw_tv(c, LEFT, TOP, frag.layout_tv, frag.tile, cw, ch, "fragment_picture", lane=lane, mark=cell)
     return Picture(c.finish(), frag.name)
 
 
@@ -250,9 +250,9 @@ def _parse_cell(text: str) -> Optional[Cell]:
     """The cell typed in the explorer's box, ``(9,2)`` or ``9,2``; None when the box is empty."""
     if not text.strip():
         return None
-    from .widgets import _literal
+    from .widgets import parse_literal
 
-    value = _literal(text, "cell")
+    value = parse_literal(text, "cell")
     if not (isinstance(value, tuple) and len(value) == 2):
         raise ValueError(f"cell {text.strip()!r} must be (row, column), e.g. (9,2)")
     return value
@@ -270,7 +270,7 @@ def fragment_explorer(instruction: str = "mma.sync m16n8k16 A", lane: int = 0,
     >>> ex.readout.value.split("<br>")[0]
     'thread 37 (warp 1, lane 5) holds C in 8 fp32 accumulators:'
     """
-    from .widgets import Explorer, W, _text  # ipywidgets: only the explorer needs it
+    from .widgets import Explorer, W, text_box  # ipywidgets: only the explorer needs it
 
     frag = fragment(instruction)
     _check_lane(frag, lane, "fragment_explorer")
@@ -300,6 +300,6 @@ def fragment_explorer(instruction: str = "mma.sync m16n8k16 A", lane: int = 0,
                                   layout=W.Layout(width="330px")),
         "lane": W.IntSlider(value=lane, min=0, max=frag.threads - 1, description="Lane:", continuous_update=False,
                             layout=W.Layout(width="330px")),
-        "cell": _text(cell, "Cell:", "(row, column), e.g. (9,2)"),
+        "cell": text_box(cell, "Cell:", "(row, column), e.g. (9,2)"),
     }
     return Explorer("fragment", controls, draw, readout=True)

@@ -21,9 +21,11 @@ from cutecourse.layout.inttuple import IntTuple, product, product_each, to_str
 from .grid import Cell, cell_size, draw_grid
 from .svg import Canvas, Picture, check_size, index_colour, thread_colour
 
-__all__ = ["layout", "tv_layout", "draw_tv"]
+__all__ = ["layout", "tv_layout", "draw_tv", "TOP", "LEFT", "PAD"]
 
-_TOP, _LEFT, _PAD = 48, 34, 12
+TOP = 48  # the margins of a grid picture: the title above, the row labels left, a pad right and below
+LEFT = 34
+PAD = 12
 
 
 def layout(L: LayoutLike, color: Optional[Callable[[int], str]] = None, title: Optional[str] = None,
@@ -56,9 +58,9 @@ def layout(L: LayoutLike, color: Optional[Callable[[int], str]] = None, title: O
 
     label_chars = max(len(str(L(grid_crd(rows_shape, r, k)))) for r in (0, rows - 1) for k in (0, cols - 1))
     cw = cell_size(cols, max(label_chars, 2))
-    c = Canvas(_LEFT + cols * cw + _PAD, _TOP + rows * cw + _PAD)
-    c.text(_LEFT, 14, title if title is not None else str(L), size=13, anchor="start", cls="title", weight="bold")
-    draw_grid(c, _LEFT, _TOP, rows_shape, cols_shape, cw, cw, cell)
+    c = Canvas(LEFT + cols * cw + PAD, TOP + rows * cw + PAD)
+    c.text(LEFT, 14, title if title is not None else str(L), size=13, anchor="start", cls="title", weight="bold")
+    draw_grid(c, LEFT, TOP, rows_shape, cols_shape, cw, cw, cell)
     return Picture(c.finish(), title or str(L))
 
 
@@ -128,8 +130,8 @@ def tv_layout(layout_tv: LayoutLike, tiler_mn: Any, title: Optional[str] = None)
     check_size(M * N, f"the {M}x{N} tile", "viz.tv_layout")
     check_size(L.size(), f"layout_tv {L}", "viz.tv_layout")
     cw, ch = cell_size(N, 8, font=9), 26
-    c = Canvas(_LEFT + N * cw + _PAD, _TOP + M * ch + _PAD)
-    c.text(_LEFT, 14, title if title is not None else f"{L} over {M}x{N}", size=13, anchor="start",
+    c = Canvas(LEFT + N * cw + PAD, TOP + M * ch + PAD)
+    c.text(LEFT, 14, title if title is not None else f"{L} over {M}x{N}", size=13, anchor="start",
            cls="title", weight="bold")
-    draw_tv(c, _LEFT, _TOP, L, (M, N), cw, ch, "viz.tv_layout")
+    draw_tv(c, LEFT, TOP, L, (M, N), cw, ch, "viz.tv_layout")
     return Picture(c.finish(), title or f"tv {L}")

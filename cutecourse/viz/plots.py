@@ -23,7 +23,8 @@ __all__ = ["roofline", "bench_chart", "figure_svg"]
 Point = Union[tuple[str, float], tuple[str, float, float]]
 
 
-def _check_roof(peak_tflops: Mapping[str, float], bandwidth_tbs: float) -> None:
+def check_roof(peak_tflops: Mapping[str, float], bandwidth_tbs: float) -> None:
+    """Raise ValueError unless ``peak_tflops`` maps names to positive TFLOP/s and ``bandwidth_tbs`` is positive."""
     if not peak_tflops or any(not v > 0 for v in peak_tflops.values()):
         raise ValueError(f"roofline: peak_tflops must map a name to a positive TFLOP/s, got {peak_tflops!r}; "
                          f"e.g. {{'FP16 Tensor Core': 989.0}}")
@@ -41,7 +42,7 @@ def roofline(peak_tflops: Mapping[str, float], bandwidth_tbs: float, points: Seq
     >>> len(fig.axes[0].lines) >= 2
     True
     """
-    _check_roof(peak_tflops, bandwidth_tbs)
+    check_roof(peak_tflops, bandwidth_tbs)
     ridge_max = ridge_point(max(peak_tflops.values()), bandwidth_tbs)
     xs_all = [p[1] for p in points] + [ridge_max]
     lo, hi = min(0.1, min(xs_all) / 2), max(1e4, max(xs_all) * 4)

@@ -83,12 +83,12 @@ class Explorer(W.VBox):
         self.picture.value = svg
 
 
-def _text(value: str, description: str, placeholder: str = "") -> W.Text:
+def text_box(value: str, description: str, placeholder: str = "") -> W.Text:
     return W.Text(value=value, description=description, placeholder=placeholder, continuous_update=False,
                   layout=W.Layout(width="260px")).add_class(f"cc-{description.strip(':').lower()}")
 
 
-def _literal(text: str, what: str) -> Any:
+def parse_literal(text: str, what: str) -> Any:
     """An int or a tuple of ints from text such as ``(4,(2,2))``; ValueError says what is wrong."""
     if len(text) > _MAX_TEXT:
         raise ValueError(f"{what} is {len(text)} characters long; the limit is {_MAX_TEXT}")
@@ -106,8 +106,8 @@ def parse_shape_stride(shape: str, stride: str) -> Union[Layout, ComposedLayout]
     """
     if ":" in shape:
         return as_layout(shape[: _MAX_TEXT + 1], "layout", "shape")
-    s = _literal(shape, "shape")
-    d = _literal(stride, "stride") if stride.strip() else None
+    s = parse_literal(shape, "shape")
+    d = parse_literal(stride, "stride") if stride.strip() else None
     return make_layout(s, stride=d)
 
 
@@ -115,7 +115,7 @@ def _lookup(L: Union[Layout, ComposedLayout], text: str) -> tuple[list, str]:
     """``(cells to highlight, readout)`` for an index ``9`` or a coordinate ``(1,2)``."""
     if not text.strip():
         return [], "type an index (9) or a coordinate ((1,2); (5,) for rank 1) to find it"
-    q = _literal(text, "lookup")
+    q = parse_literal(text, "lookup")
     rank1 = L.rank == 1
     rows, cols = (1, L.size()) if rank1 else (product(L.shape[0]), product(L.shape[1]))
     cells = [k if rank1 else (r, k) for r in range(rows) for k in range(cols)]
@@ -147,8 +147,8 @@ def layout_explorer(shape: str = "(4,8)", stride: str = "(8,1)") -> Explorer:
         marked, ex.readout.value = _lookup(L, c["lookup"].value)
         return layout(L, highlight=marked).svg
 
-    return Explorer("layout", {"shape": _text(shape, "Shape:"), "stride": _text(stride, "Stride:"),
-                               "lookup": _text("", "Lookup:", "index 9 or coordinate (1,2)")}, draw, readout=True)
+    return Explorer("layout", {"shape": text_box(shape, "Shape:"), "stride": text_box(stride, "Stride:"),
+                               "lookup": text_box("", "Lookup:", "index 9 or coordinate (1,2)")}, draw, readout=True)
 
 
 def composition_explorer(a: str = "(6,2):(8,2)", b: str = "(4,3):(3,1)") -> Explorer:
@@ -166,7 +166,7 @@ def composition_explorer(a: str = "(6,2):(8,2)", b: str = "(4,3):(3,1)") -> Expl
         ex.pictures[2].value = layout(R, title=f"A ∘ B = {R}").svg
         return layout(A, title=f"A = {A}").svg
 
-    return Explorer("composition", {"a": _text(a, "A:"), "b": _text(b, "B:")}, draw, pictures=3)
+    return Explorer("composition", {"a": text_box(a, "A:"), "b": text_box(b, "B:")}, draw, pictures=3)
 
 
 _OPS: dict[str, Callable[[Any, Any], Any]] = {
@@ -179,7 +179,7 @@ def _tiler(text: str, op: str) -> Any:
     """A tiler from text: a layout ``4:2``, or ints/tuples (a by-mode tiler; a shape for blocked/raked)."""
     if ":" in text:
         return as_layout(text[: _MAX_TEXT + 1], op, "tiler")
-    t = _literal(text, "tiler")
+    t = parse_literal(text, "tiler")
     return make_layout(t) if op in ("blocked_product", "raked_product") else t
 
 
@@ -207,7 +207,7 @@ def divide_product_explorer(layout_text: str = "(8,8):(1,8)", tiler: str = "(2,4
                                                f" = {R}").svg
         return layout(L, title=f"L = {L}").svg
 
-    controls = {"layout": _text(layout_text, "Layout:"), "tiler": _text(tiler, "Tiler:"),
+    controls = {"layout": text_box(layout_text, "Layout:"), "tiler": text_box(tiler, "Tiler:"),
                 "op": W.Dropdown(options=list(_OPS), value=op, description="Op:")}
     return Explorer("divide-product", controls, draw, pictures=2)
 
@@ -243,7 +243,7 @@ def swizzle_explorer(base: str = "(8,64):(64,1)", b: int = 3, m: int = 3, s: int
         return W.IntSlider(value=v, min=0, max=6, description=name, continuous_update=False,
                            layout=W.Layout(width="220px"))
 
-    controls = {"base": _text(base, "Base:"), "B": slider("B", b), "M": slider("M", m), "S": slider("S", s),
+    controls = {"base": text_box(base, "Base:"), "B": slider("B", b), "M": slider("M", m), "S": slider("S", s),
                 "bits": W.Dropdown(options=list(ELEMENT_BITS[:4]), value=element_bits, description="Bits:",
                                    layout=W.Layout(width="140px")),
                 "access": W.Dropdown(options=list(_ACCESSES), value=access, description="Access:")}
@@ -263,7 +263,7 @@ def roofline_explorer(peak_tflops: Mapping[str, float], bandwidth_tbs: float,
     """
     from . import plots  # matplotlib: only for this explorer
 
-    plots._check_roof(peak_tflops, bandwidth_tbs)
+    plots.check_roof(peak_tflops, bandwidth_tbs)
 
     def draw(ex: Explorer) -> str:
         c = ex.controls
