@@ -19,10 +19,9 @@ from pathlib import Path
 import pytest
 
 from cutecourse.cli import main
-from cutecourse.grading import grader, isolation, reports
+from cutecourse.grading import grader, isolation, reports, results
 from cutecourse.grading import notebook as nbio
 from cutecourse.grading.cells import learner_cells
-from cutecourse.grading.results import PASSED, Report, TestResult
 
 from .jail import needs_jail
 from .submissions import DEMO, ROOT, SOLUTION_0_1, WRONG_0_1
@@ -84,8 +83,8 @@ def jail_processes(markers: list[str]) -> list[int]:
 def neighbour(tmp_path_factory) -> Path:
     """Another student's reports, already written."""
     out = tmp_path_factory.mktemp("neighbour")
-    report = Report("neighbour/00_demo.ipynb", "00_demo",
-                           [TestResult("check row_major_strides (cell 4)", "0.1", 1, PASSED)])
+    report = results.Report("neighbour/00_demo.ipynb", "00_demo",
+                            [results.TestResult("check row_major_strides (cell 4)", "0.1", 1, results.PASSED)])
     reports.write([report], out)
     return out
 
@@ -102,7 +101,7 @@ def attack(demo_course, make_submission, neighbour, tmp_path, monkeypatch):
 
     monkeypatch.setattr(isolation.Walls, "__init__", recorded)
 
-    def run(name: str, answers: dict[str, str], timeout: float = TIMEOUT) -> Report:
+    def run(name: str, answers: dict[str, str], timeout: float = TIMEOUT) -> results.Report:
         made.clear()
         before, theirs = environment_digest(), digest(neighbour)
         started = time.monotonic()
@@ -241,11 +240,11 @@ def test_reports_replace_a_planted_symlink_instead_of_writing_through_it(tmp_pat
     out = tmp_path / "out"
     out.mkdir()
     (out / "results.json").symlink_to(victim)
-    reports.write([Report("x.ipynb", "00_demo")], out)
+    reports.write([results.Report("x.ipynb", "00_demo")], out)
     assert victim.read_text() == "keep me" and not (out / "results.json").is_symlink()
     (tmp_path / "linked_out").symlink_to(out)
     with pytest.raises(ValueError, match="is a symlink"):
-        reports.write([Report("x.ipynb", "00_demo")], tmp_path / "linked_out")
+        reports.write([results.Report("x.ipynb", "00_demo")], tmp_path / "linked_out")
 
 
 def test_fork_bombs_floods_and_hangs_are_bounded(attack):
@@ -324,9 +323,9 @@ def test_malformed_submissions_are_rejected_and_the_batch_goes_on(demo_course, m
     assert code == 1
     rows = (out / "grades.csv").read_text().splitlines()[1:]
     assert len(rows) == len(bad) + 1 and rows[-1].split(",")[2:4] == ["3", "3"]
-    results = json.loads((out / "results.json").read_text())
-    rejected = [t for t in results["tests"] if "submission rejected" in t["output"]]
-    assert len(rejected) == len(bad), [t["output"] for t in results["tests"]]
+    written = json.loads((out / "results.json").read_text())
+    rejected = [t for t in written["tests"] if "submission rejected" in t["output"]]
+    assert len(rejected) == len(bad), [t["output"] for t in written["tests"]]
 
 
 def test_a_kernel_answer_that_is_more_than_kernel_code_is_refused_before_it_runs():
