@@ -1,4 +1,6 @@
-"""Hardware facts and models for lesson 1: GPU specs, Tensor Core generations, roofline, occupancy.
+"""Hardware facts and models for lesson 1: GPU specs, Tensor Core generations, roofline, occupancy; and the models
+the pictures of :mod:`cutecourse.viz` draw, each in its module: ``banks`` (shared-memory banks and wavefronts, on a
+layout read as a 2-D tile by ``tile``) and ``pipeline`` (a ring of stages feeding the math, simulated).
 
 Pure Python, no dependencies: ``import cutecourse.hw`` loads neither numpy nor torch.
 

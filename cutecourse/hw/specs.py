@@ -121,8 +121,9 @@ def spec_table(names: list[str] | None = None) -> str:
             return f"{value:g}" if value >= 1000 else f"{value:.1f}" if value >= 1 else f"{value:.2f}"
         return str(value)
 
-    body = [[s.name, s.arch, cell(s.sms, "?"), cell(s.boost_mhz, "?"), cell(s.tensor_mhz, "?"), cell(s.smem_kib_per_sm, "?"),
-             cell(s.regs_kib_per_sm, "?"), f"{s.bandwidth_tbs:.2f}", cell(s.fp32_tflops, "?"),
+    body = [[s.name, s.arch, cell(s.sms, "?"), cell(s.boost_mhz, "?"), cell(s.tensor_mhz, "?"),
+             cell(s.smem_kib_per_sm, "?"), cell(s.regs_kib_per_sm, "?"), f"{s.bandwidth_tbs:.2f}",
+             cell(s.fp32_tflops, "?"),
              cell(s.tf32_tflops, "—"), cell(s.fp16_tflops, "—"), cell(s.bf16_tflops, "—"), cell(s.fp8_tflops, "—")]
             for s in rows]
     widths = [max(len(r[i]) for r in [list(head), list(units)] + body) for i in range(len(head))]

@@ -56,7 +56,8 @@ GENERATIONS: tuple[TensorCoreGen, ...] = (
                   "TMA (cp.async.bulk.tensor: a whole tile per instruction, completion on an mbarrier)",
                   "asynchronous warpgroup MMA; FP8; TMA; thread-block clusters and distributed smem"),
     TensorCoreGen("Blackwell", "sm_100a", 2024, "B200", "tcgen05.mma",
-                  ("M = 64/128 per CTA, 256 per CTA pair; N = 8..256; K = 16 (16-bit)",), "one thread: of the CTA, or of the leader CTA for a CTA pair (cta_group::2)",
+                  ("M = 64/128 per CTA, 256 per CTA pair; N = 8..256; K = 16 (16-bit)",),
+                  "one thread: of the CTA, or of the leader CTA for a CTA pair (cta_group::2)",
                   "A in TMEM or smem, B in smem, D in Tensor Memory (TMEM, 256 KiB per SM)",
                   "TMA (with multicast); tcgen05.cp/ld/st move data to and from TMEM",
                   "Tensor Memory; 2-CTA MMA; FP4/FP6 and block-scaled (MX) formats"),
@@ -72,7 +73,8 @@ def generation_table() -> str:
     lines = []
     for g in GENERATIONS:
         lines.append(f"{g.name} ({g.sm}, {g.year}; {g.gpus}): {g.instruction} {', '.join(g.shapes)}")
-        lines.append(f"    {g.per_sm} Tensor Cores per SM ({g.per_subpartition} per sub-partition); issued by {g.issued_by}")
+        lines.append(f"    {g.per_sm} Tensor Cores per SM ({g.per_subpartition} per sub-partition); "
+                     f"issued by {g.issued_by}")
         lines.append(f"    operands: {g.operands}")
         lines.append(f"    async copy: {g.async_copy}")
         lines.append(f"    added: {g.added}")

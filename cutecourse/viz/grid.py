@@ -74,7 +74,8 @@ def _positions(shape: IntTuple, size: float) -> tuple[list[float], list[tuple[fl
 
 
 def draw_grid(c: Canvas, x0: float, y0: float, rows_shape: IntTuple, cols_shape: IntTuple, cw: float, ch: float,
-              cell: Callable[[int, int], Optional[Cell]], headers: bool = True, font: float = 11) -> tuple[float, float]:
+              cell: Callable[[int, int], Optional[Cell]], headers: bool = True,
+              font: float = 11) -> tuple[float, float]:
     """Draw ``size(rows_shape) x size(cols_shape)`` cells at ``(x0, y0)``; return the grid's (width, height).
 
     ``cell(r, k)`` describes the cell in row ``r``, column ``k``; ``None`` leaves it blank (class ``empty``).

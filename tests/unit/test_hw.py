@@ -140,7 +140,8 @@ def test_gemm_decomposition_counts_the_mmas_of_the_whole_gemm():
 def test_occupancy_matches_the_cuda_calculator(threads, regs, smem, arch, blocks, binding):
     got = hw.occupancy(threads, regs, smem, arch)
     assert (got.blocks_per_sm, got.binding) == (blocks, binding), str(got)
-    assert got.occupancy == pytest.approx(blocks * math.ceil(threads / 32) / (hw.ARCH_LIMITS[arch].max_threads_per_sm // 32))
+    warps_per_sm = hw.ARCH_LIMITS[arch].max_threads_per_sm // 32
+    assert got.occupancy == pytest.approx(blocks * math.ceil(threads / 32) / warps_per_sm)
 
 
 @pytest.mark.parametrize("args,name", [((0, 32, 0), "threads_per_block=0"), ((2048, 32, 0), "threads_per_block=2048"),
