@@ -3,7 +3,7 @@ transpose kernel (its PTX for every dtype and arch; on a GPU random batches with
 dtypes with poisoned outputs), and the bank arithmetic of the padded shared-memory tile on random inputs.
 
 References: the eager algebra (cutecourse.layout) for the partition, the input as torch casts it, transposed and
-compared exactly, for the kernel, the bank model of cutecourse.viz for banks and wavefronts.
+compared exactly, for the kernel, the bank model of cutecourse.hw.banks for banks and wavefronts.
 """
 
 import random

@@ -8,7 +8,7 @@ did not ask for (the package's own step) earns nothing. The TMA + wgmma GEMM (a 
 hand-off, a 160-thread CTA) also runs rings that wrap many times; a kernel that deadlocks is stopped at the call's
 timeout and scores 0 there.
 
-References: cutecourse.viz.banks (wavefronts), a model of mbarrier phases, cutecourse.hw.occupancy, and float64
+References: cutecourse.hw.banks (wavefronts), a model of mbarrier phases, cutecourse.hw.occupancy, and float64
 products of the inputs as the learner's process held them, within the course launcher's bounds.
 """
 

@@ -3,7 +3,7 @@ through a padded shared-memory tile (its PTX on a CPU, its results on a GPU), an
 behind the padded tile.
 
 The expected values come from the eager algebra (:mod:`cutecourse.layout`) and the bank model of
-:mod:`cutecourse.viz.banks`; the hidden tests (tests/hidden/test_03_tensors_partitioning.py) use the same references
+:mod:`cutecourse.hw.banks`; the hidden tests (tests/hidden/test_03_tensors_partitioning.py) use the same references
 and generators on random inputs.
 """
 
@@ -148,9 +148,9 @@ transpose_batched = Check("transpose_batched", "batched_host", _transpose_cases,
 
 
 def reference_bank(m: int, n: int, col_stride: int, element_bits: int) -> int:
-    from cutecourse import viz
+    from cutecourse.hw import banks
 
-    return viz.bank_of(m + n * col_stride, element_bits)
+    return banks.bank_of(m + n * col_stride, element_bits)
 
 
 def random_bank_case(rng: random.Random) -> tuple[int, int, int, int]:
@@ -180,12 +180,12 @@ smem_bank = Check("smem_bank", "smem_bank", _bank_cases, _judge_bank)
 
 def reference_row_wavefronts(tile_m: int, pad: int, element_bits: int) -> int:
     """Wavefronts for a warp storing row 0 of an M-contiguous (tile_m, 32) tile, thread t -> column t, scalar."""
-    from cutecourse import viz
+    from cutecourse.hw import banks
 
     layout = eager.make_layout((tile_m, 32), stride=(1, tile_m + pad))
     per_phase = min(32, 128 * 8 // element_bits)
     phases = [[(0, n) for n in range(p, p + per_phase)] for p in range(0, 32, per_phase)]
-    return viz.wavefronts(layout, element_bits, phases)
+    return banks.wavefronts(layout, element_bits, phases)
 
 
 def random_wavefront_case(rng: random.Random) -> tuple[int, int, int]:

@@ -3,7 +3,7 @@ tile's 16-byte column reads and row stores conflict-free, the slot and parity bo
 ring, and the deepest pipeline that fits a shared-memory budget. (The two kernel exercises have their own modules:
 ``l06_cp_async`` and ``l06_tma_pipeline``.)
 
-The judges use the course's references: :mod:`cutecourse.viz.banks` counts wavefronts, a small model of mbarrier
+The judges use the course's references: :mod:`cutecourse.hw.banks` counts wavefronts, a small model of mbarrier
 phases runs the learner's ring schedule, and :func:`cutecourse.hw.occupancy` says how many CTAs fit an SM. A judge
 accepts any answer with the property asked for (any conflict-free swizzle, any schedule that neither deadlocks nor
 races), and its hint names the access, the k-tile or the limit that fails, not the answer.
