@@ -1,10 +1,10 @@
 """Shared-memory bank conflicts, measured: warps repeat ``ldmatrix.x4`` on a 16-bit tile stored plain or swizzled,
 and ``clock64`` says how many cycles each one costs the SM.
 
-The model (`cutecourse.hw.banks.wavefronts`): one ``ldmatrix`` 8x8 matrix is one phase of 8 row addresses, 16 bytes each,
-and takes as many wavefronts as the most rows that fall in one group of 4 banks; shared memory serves one wavefront
-(128 bytes) per cycle. A plain tile with rows of 64 elements (128 bytes) puts the 8 rows of a matrix in the same 4
-banks: 8 wavefronts a matrix, 32 cycles for the 4 matrices of an ``ldmatrix.x4``. ``Swizzle<3,3,3>`` XORs each
+The model (`cutecourse.hw.banks.wavefronts`): one ``ldmatrix`` 8x8 matrix is one phase of 8 row addresses, 16 bytes
+each, and takes as many wavefronts as the most rows that fall in one group of 4 banks; shared memory serves one
+wavefront (128 bytes) per cycle. A plain tile with rows of 64 elements (128 bytes) puts the 8 rows of a matrix in the
+same 4 banks: 8 wavefronts a matrix, 32 cycles for the 4 matrices of an ``ldmatrix.x4``. ``Swizzle<3,3,3>`` XORs each
 16-byte chunk's index with the row (mod 8), so the 8 rows land in 8 different groups of banks: 1 wavefront a matrix,
 4 cycles an ``ldmatrix.x4``. Rows of 32 elements (64 bytes) put two rows in each 128-byte line: 4 wavefronts plain,
 1 with ``Swizzle<2,3,3>`` (``Swizzle<3,3,3>`` is conflict-free there too; ``Swizzle<1,3,3>`` halves the conflicts).
