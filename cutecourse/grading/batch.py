@@ -9,9 +9,10 @@ order the submissions were given, so the combined ``grades.csv``, ``results.json
 byte those of a sequential run. A Modal container (``cloud/modal_grade.py``) grades a submission with the same
 `options`.
 
-Workers run side by side only inside bubblewrap: with the unprivileged-uid fallback (or no jail) every submission's
-learner processes would share one user, and could signal or trace one another. A worker's GPU is where its kernels
-go, not a wall: every jail on a GPU machine sees all the NVIDIA devices.
+Workers run side by side only where this machine has the memory for all of them (`check_memory`: N submissions'
+memory limits within what the host has available), and only inside bubblewrap: with the unprivileged-uid fallback
+(or no jail) every submission's learner processes would share one user, and could signal or trace one another. A
+worker's GPU is where its kernels go, not a wall: every jail on a GPU machine sees all the NVIDIA devices.
 """
 
 from __future__ import annotations
@@ -74,6 +75,29 @@ def visible_gpus() -> list[str]:
     except (OSError, subprocess.SubprocessError):
         return []
     return [str(i) for i, _ in enumerate(line for line in listed.splitlines() if line.startswith("GPU "))]
+
+
+def available_mb() -> int:
+    """The memory this machine has available now, in MiB: /proc/meminfo's MemAvailable, else the free pages."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) // 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2**20
+
+
+def check_memory(jobs: int, memory_mb: int) -> None:
+    """A ValueError where `jobs` submissions, each allowed `memory_mb`, could together take more memory than this
+    machine has available: the kernel's OOM killer would then pick among the graders, not among the submissions."""
+    available = available_mb()
+    if jobs * memory_mb > available:
+        fit = available // memory_mb
+        raise ValueError(f"--jobs {jobs}: {jobs} submissions × {memory_mb} MiB of memory each is {jobs * memory_mb} "
+                         f"MiB, more than the {available} MiB this machine has available; "
+                         + (f"give --jobs {fit} or fewer" if fit > 1 else "grade with --jobs 1")
+                         + " (or free memory, or use a machine with more)")
 
 
 def exercises_of(options: dict[str, Any]) -> frozenset[str] | None:
@@ -157,6 +181,8 @@ def grade_many(submissions: list[str], course: grader.Course, options: dict[str,
                 f"read one another's reports. Install bubblewrap (sudo apt-get install bubblewrap) or grade with "
                 f"--jobs 1")
     gpus = visible_gpus() if jobs > 1 else []
+    if jobs > 1:
+        check_memory(jobs, grader.default_limits(bool(gpus)).memory_mb)
     slots: queue.Queue[str | None] = queue.Queue()
     for i in range(jobs):
         slots.put(gpus[i % len(gpus)] if gpus else None)

@@ -5,7 +5,6 @@ submission, the walls, the clock).
 from __future__ import annotations
 
 import functools
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ class Grade:
     walls: isolation.Walls
     gpu: bool
     timeout: float
-    deadline: float
+    deadline: float  # time.monotonic() when the grade's time is up
     exercises: frozenset[str] | None  # None: all of them
     work: Path
 
@@ -43,6 +42,3 @@ class Grade:
     @functools.cached_property
     def preload(self) -> tuple[str, ...]:
         return sandbox.preloads(self.cells)
-
-    def call_timeout(self) -> float:
-        return max(0.1, min(self.timeout, self.deadline - time.monotonic()))

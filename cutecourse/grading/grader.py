@@ -77,6 +77,12 @@ def deadline_s(timeout: float, tests: int) -> float:
     return timeout * max(1, tests)
 
 
+def default_limits(gpu: bool) -> isolation.Limits:
+    """What a grade's submission may use unless it is given `limits`: more memory where there is a GPU (CUDA, torch
+    and the DSL take more)."""
+    return isolation.Limits(memory_mb=plugin.GPU_MEMORY_MB if gpu else plugin.CPU_MEMORY_MB)
+
+
 def relative_name(name: str, argument: str) -> str:
     """`name`, if it is a notebook's path relative to the folder it is graded from: how a generated workflow, a
     Gradescope bundle and a Modal run name a submission. Else a ValueError naming `argument`."""
@@ -136,7 +142,7 @@ def grade(submission: str | Path, course: Course, nbval: bool = True, hidden: bo
     report.notes.append(f"time limit: {timeout:g} s per test, {budget:g} s for the grade ({n_checks + len(wanted)} "
                         f"tests)")
     before = fingerprint(course)
-    limits = limits or isolation.Limits(memory_mb=plugin.GPU_MEMORY_MB if gpu else plugin.CPU_MEMORY_MB)
+    limits = limits or default_limits(gpu)
     with tempfile.TemporaryDirectory(prefix="cutecourse-grade-") as work, \
             isolation.Walls(walls_kind, limits, gpu, PACKAGE_DIR, Path(work) / "walls") as walls:
         g = Grade(course, lesson, master, sub, walls, gpu, timeout, time.monotonic() + budget, exercises, Path(work))
@@ -146,11 +152,14 @@ def grade(submission: str | Path, course: Course, nbval: bool = True, hidden: bo
             hidden_part = pool.submit(grade_hidden, g, wanted) if hidden else None
             checks_part = grade_checks(g, report.notes) if nbval else []
             report.tests = checks_part + (hidden_part.result() if hidden_part else [])
-        over_memory = walls.over_memory
+        over_memory, over_disk = walls.over_memory, walls.over_disk
         walls.kill()  # nothing of the submission runs while its report is made
         if over_memory:
             report.notes.append(f"the submission went over its {limits.memory_mb} MiB of memory: all its processes "
                                 f"were killed")
+        if over_disk:
+            report.notes.append(f"the submission wrote more than {limits.scratch_mb} MiB to its scratch folders: all "
+                                f"its processes were killed")
     after = fingerprint(course)
     changed = sorted(k for k, v in after.items() if before.get(k) != v) + sorted(set(before) - set(after))
     if changed:

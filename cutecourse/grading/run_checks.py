@@ -32,7 +32,6 @@ KERNEL_NAME = "cutecourse-jail"
 # 2 of the 3 seconds pytest takes to start. Notebook validation never checks that format, so that import is skipped.
 _PYTEST_WITHOUT_URI_GRAMMAR = ("import sys; sys.modules['rfc3987_syntax'] = None; import pytest; "
                                "sys.exit(pytest.main(sys.argv[1:]))")
-KERNEL_NAME = "cutecourse-jail"
 
 
 def nbval_available() -> str | None:
@@ -69,18 +68,21 @@ def run_nbval(g: Grade) -> tuple[dict[int, tuple[str, str]], dict[str, str]]:
     """(nbval's status and message per check-cell index, the judged line per check name from the kernel's records)."""
     path = g.work / "merged.ipynb"
     nbio.dump(merged_notebook(g.master, g.sub, g.gpu, g.exercises), path)
-    scratch, runtime = g.walls.scratch("kernel"), g.walls.scratch("kernel-sockets")
-    records = scratch / "records"
+    # The kernel works in a tmpfs of its own (in bubblewrap); what the grader shares with it is in host folders: its
+    # sockets, and the checks' cases and the records (bounded by the disk watchdog).
+    scratch, runtime, shared = g.walls.scratch("kernel"), g.walls.scratch("kernel-sockets"), \
+        g.walls.scratch("kernel-records")
+    records = shared / "records"
     records.mkdir()
     if g.walls.isolation.kind == "uid":
         os.chown(records, isolation.NOBODY, isolation.NOBODY)
     names = {nbio.meta(c).get("check") for _, c in check_cells(g)}
     specs = {n: checks_module.REGISTRY[n].spec() for n in names if n in checks_module.REGISTRY}
     # The cases only: what the learner's functions return on them is judged here, against the grader's own cases.
-    (scratch / "check-specs.json").write_text(json.dumps(specs))
+    (shared / "check-specs.json").write_text(json.dumps(specs))
     kernel = g.walls.command([sys.executable, "-m", "cutecourse.grading.sandbox", "--kernel", "-f",
-                              "{connection_file}"], scratch, writable=[str(runtime)],
-                             env={sandbox.CHECK_SPECS_ENV: str(scratch / "check-specs.json"),
+                              "{connection_file}"], scratch, writable=[str(runtime), str(shared)],
+                             env={sandbox.CHECK_SPECS_ENV: str(shared / "check-specs.json"),
                                   sandbox.RECORDS_ENV: str(records),
                                   "CUTECOURSE_DENY": os.pathsep.join(g.course.deny())})
     spec_dir = g.work / "jupyter" / "kernels" / KERNEL_NAME
@@ -127,12 +129,11 @@ def rejudge(g: Grade) -> dict[int, str]:
     lines = {}
     for names, members in groups.items():
         with sandbox.Learner(cells, g.walls, forbid=names, exercise=members[0][2], deny=g.course.deny(),
-                             timeout=g.call_timeout(), preload=g.preload) as learner:
+                             timeout=g.timeout, preload=g.preload, deadline=g.deadline) as learner:
             for index, check, _ in members:
                 if time.monotonic() >= g.deadline:
                     lines[index] = f"{checks_module.FAIL} {check.name}: the grade ran out of time before this check"
                     continue
-                learner.timeout = g.call_timeout()
                 lines[index] = checks_module.grade(check, learner)
     return lines
 

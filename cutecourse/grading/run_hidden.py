@@ -17,6 +17,10 @@ from cutecourse.grading.course import Course
 from cutecourse.grading.results import FAILED, NOT_RUN, TestResult
 
 
+#: Seconds the hidden tests' pytest keeps, after its learners' last call, to report before the grade's deadline.
+WRAP_UP_S = 2.0
+
+
 @dataclass(frozen=True)
 class HiddenTest:
     """A hidden test as its markers declare it: its exercise, its points, the compute capability it needs."""
@@ -58,8 +62,11 @@ def grade_hidden(g: Grade, expected: list[HiddenTest]) -> list[TestResult]:
     answers, xml = g.work / "answers.json", g.work / "hidden.xml"
     answers.write_text(json.dumps({"cells": g.cells, "forbid": forbidden(g.master),
                                    "deny": g.course.deny()}))
+    # The learners' calls end `WRAP_UP_S` before the grade's deadline, so that pytest reports the tests that passed
+    # before it is stopped there.
     run_env = dict(os.environ, **{plugin.ANSWERS_ENV: str(answers), isolation.WALLS_ENV: str(g.walls.spec_path),
-                                  sandbox.TIMEOUT_ENV: str(g.timeout)})
+                                  sandbox.TIMEOUT_ENV: str(g.timeout),
+                                  sandbox.DEADLINE_ENV: repr(g.deadline - WRAP_UP_S)})
     cmd = [sys.executable, "-m", "pytest", str(g.course.hidden / f"test_{g.lesson}.py"), "-p",
            "cutecourse.grading.plugin", "--noconftest", "-p", "no:nbval", "-p", "no:cacheprovider", "-o", "addopts=",
            "-q", f"--junitxml={xml}", f"--rootdir={g.course.hidden}"]

@@ -31,9 +31,11 @@ import importlib
 import importlib.util
 import json
 import linecache
+import math
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -118,25 +120,79 @@ def execute(fn: Any, args: list[Any], via: str = "call", options: dict[str, Any]
 # The learner side.
 
 
-def _deny(folders: list[str], files: tuple[str, ...] = (), block_ctypes: bool = False) -> None:
-    """An audit hook (which Python does not let the code remove): no programs, nothing under `folders`, none of
-    `files`, and with `block_ctypes` no foreign function calls (a way to read `files` past the hook)."""
+def _folders_held() -> list[str]:
+    """Every folder a relative path may be opened from now: the current one, and each folder this process holds a
+    descriptor of (``os.open(name, dir_fd=N)`` opens from N, and the audit event does not say which N)."""
+    held = []
+    try:
+        held.append(os.getcwd())
+    except OSError:
+        pass  # the current folder was removed: a relative path opens nothing there
+    try:
+        fds = os.listdir("/proc/self/fd")
+    except OSError:
+        return held  # no /proc (not Linux, where no jail runs either): only the current folder is known
+    for fd in fds:
+        try:
+            if stat.S_ISDIR(os.fstat(int(fd)).st_mode):
+                held.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except (OSError, ValueError):
+            continue  # closed since it was listed
+    return held
+
+
+def _doors(folders: list[str], files: tuple[str, ...] = ()) -> Callable[[str, tuple[Any, ...]], None]:
+    """The audit hook `_deny` installs: no programs, nothing under `folders`, none of `files`, and where there are
+    `files`, no foreign function calls and no symlinks (ways past the hook's look at a path).
+
+    A path is judged where it leads, symlinks and ``..`` resolved. A relative one is judged from the current folder
+    and from every folder the process holds open, since a ``dir_fd`` may be any of them. And one that ends in the name
+    of one of `files` is refused wherever it leads if its folder may change between the hook's look and the open
+    (another thread can move a descriptor or the current folder): a relative path, or one through a link
+    (``/proc/self/fd/N/``, ``/dev/fd/N/``, ``/proc/self/cwd/``)."""
     roots = [os.path.realpath(f) + os.sep for f in folders]
     closed = {os.path.realpath(f) for f in files}
+    names = {os.path.basename(f) for f in closed}
     blocked_events = {"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork",
                       "os.forkpty", "pty.spawn"}
-    if block_ctypes:
-        blocked_events |= {"ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.cdata"}
+    if files:
+        blocked_events |= {"ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.cdata", "os.symlink"}
+
+    def refuse(path: Any, dir_fd: Any = None) -> None:
+        if isinstance(path, int):  # a descriptor: the folder or file it was opened on
+            path, dir_fd = f"/proc/self/fd/{path}", None
+        if not isinstance(path, (str, bytes, os.PathLike)):
+            return  # None: the current folder (listdir), already open
+        path = os.fsdecode(path)
+        folder = os.path.dirname(path)
+        if os.path.basename(os.path.normpath(path)) in names and (
+                not os.path.isabs(path) or os.path.realpath(folder) != os.path.normpath(folder)):
+            raise PermissionError(f"grading sandbox: answers may not read {path}")
+        if os.path.isabs(path):
+            starts = [""]
+        elif isinstance(dir_fd, int) and dir_fd >= 0:  # -1: none given
+            starts = [f"/proc/self/fd/{dir_fd}"]
+        else:
+            starts = _folders_held()
+        for start in starts:
+            full = os.path.realpath(os.path.join(start, path))
+            if full in closed or any((full + os.sep).startswith(root) for root in roots):
+                raise PermissionError(f"grading sandbox: answers may not read {full}")
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
         if event in blocked_events:
             raise PermissionError(f"grading sandbox: {event} is not allowed in an answer")
-        if event == "open" and args and isinstance(args[0], (str, bytes, os.PathLike)):
-            path = os.path.realpath(os.fsdecode(args[0]))
-            if path in closed or any((path + os.sep).startswith(root) for root in roots):
-                raise PermissionError(f"grading sandbox: answers may not read {path}")
+        if event in ("open", "os.listdir", "os.scandir") and args:  # open's (path, mode, flags) has no dir_fd
+            refuse(args[0])
+        elif event in ("os.link", "os.rename") and len(args) > 2:  # (src, dst, src_dir_fd, dst_dir_fd)
+            refuse(args[0], args[2])
 
-    sys.addaudithook(hook)
+    return hook
+
+
+def _deny(folders: list[str], files: tuple[str, ...] = ()) -> None:
+    """Install `_doors(folders, files)`, an audit hook which Python does not let the code remove."""
+    sys.addaudithook(_doors(folders, files))
 
 
 _COLOURS = re.compile(r"\x1b\[[0-9;]*m")
@@ -289,7 +345,7 @@ def enter_jail(forbid: list[str], exercise: str, deny: list[str], preload: tuple
         except ImportError:
             pass  # not installed here (the DSL off Linux): the cell that imports it fails as it would anyway
     closed = _forbid(forbid, exercise) if forbid else ()
-    _deny(deny, closed, block_ctypes=bool(closed))
+    _deny(deny, closed)
 
 
 def _serve(spec: dict[str, Any]) -> None:
@@ -337,6 +393,9 @@ def serve_kernel(argv: list[str]) -> None:
 
 
 TIMEOUT_ENV = "CUTECOURSE_TIMEOUT_S"
+#: The grade's deadline, a `time.monotonic()` reading (one clock for every process of the machine): no call waits
+#: past it.
+DEADLINE_ENV = "CUTECOURSE_DEADLINE"
 DEFAULT_TIMEOUT_S = 120.0
 
 
@@ -395,7 +454,7 @@ class Learner:
 
     def __init__(self, cells: list[dict[str, str]], walls: Any = None, *, forbid: list[str] | tuple[str, ...] = (),
                  exercise: str = "?", deny: list[str] | tuple[str, ...] = (), timeout: float | None = None,
-                 preload: tuple[str, ...] | None = None):
+                 preload: tuple[str, ...] | None = None, deadline: float | None = None):
         from cutecourse.grading import isolation
 
         self.own_walls = walls is None
@@ -409,6 +468,9 @@ class Learner:
                      "preload": list(preload or ()) if forbid else []}  # only where the doors close on ctypes
         #: Seconds allowed for loading the answers and for each call (the grader's --timeout sets it).
         self.timeout = timeout if timeout is not None else float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S))
+        #: The grade's deadline (`time.monotonic()`): each wait is the timeout, or what is left before it if less.
+        self.deadline = deadline if deadline is not None else (
+            float(os.environ[DEADLINE_ENV]) if DEADLINE_ENV in os.environ else None)
         self.process: subprocess.Popen[bytes] | None = None
         self.errors: dict[str, str] = {}
         self._buffer = b""
@@ -437,22 +499,44 @@ class Learner:
     def _fail(self, why: str) -> None:
         if getattr(self.walls, "over_memory", False):
             why += f"; the submission went over its {self.walls.limits.memory_mb} MiB of memory and was stopped"
+        if getattr(self.walls, "over_disk", False):
+            why += f"; the submission wrote more than {self.walls.limits.scratch_mb} MiB to its scratch folders and " \
+                   f"was stopped"
         self.close()  # the process is dead and its stderr closed: the tail reader gets everything it wrote
         if self._stderr:
             self._stderr.join(1.0)
         tail = self._stderr.text() if self._stderr else ""
         raise LearnerError(why + (f"; the end of its stderr: {tail[-800:]}" if tail else ""))
 
+    def _wait(self, timeout: float, doing: str) -> tuple[float, str]:
+        """How long to wait for a reply: `timeout`, or what is left to the grade's deadline where that is less; and
+        what to say when the wait runs out. Fails at once where the deadline has passed."""
+        left = math.inf if self.deadline is None else self.deadline - time.monotonic()
+        if left <= 0:
+            self._fail(f"the grade's time limit had run out before {doing}")
+        if left < timeout:
+            return left, f"stopped after {left:.1f} s while {doing}: the grade's time limit ran out"
+        return timeout, f"timed out after {timeout:g} s while {doing}"
+
+    def _count_reply(self, size: int, doing: str) -> None:
+        """Add `size` bytes to the submission's replies (`Walls.count_replies`); fail past `Limits.replies_mb`."""
+        limit = self.walls.limits.replies_mb
+        if self.walls.count_replies(size) > limit * 2**20:
+            self._fail(f"the answer's replies passed {limit} MiB in total while {doing}: that is all a submission's "
+                       f"learner processes may send the grader in one grade; return less")
+
     def _read(self, timeout: float, doing: str) -> dict[str, Any]:
-        """One reply line, within `timeout` seconds and `MAX_REPLY_BYTES`; never blocks past the deadline."""
+        """One reply line, within `timeout` seconds (or the grade's deadline), `MAX_REPLY_BYTES` and what is left of
+        the submission's `Limits.replies_mb`; never blocks past the deadline."""
         import select
 
         assert self.process is not None and self.process.stdout is not None
-        fd, deadline = self.process.stdout.fileno(), time.monotonic() + timeout
+        wait, out_of_time = self._wait(timeout, doing)
+        fd, deadline = self.process.stdout.fileno(), time.monotonic() + wait
         while b"\n" not in self._buffer:
             left = deadline - time.monotonic()
             if left <= 0:
-                self._fail(f"timed out after {timeout:g} s while {doing}")
+                self._fail(out_of_time)
             ready, _, _ = select.select([fd], [], [], min(left, 1.0))
             if not ready:
                 continue
@@ -464,11 +548,11 @@ class Learner:
                 try:
                     code = self.process.wait(timeout=max(0.1, deadline - time.monotonic()))
                 except subprocess.TimeoutExpired:
-                    self._fail(f"timed out after {timeout:g} s while {doing} (the learner's process closed its "
-                               f"reply channel)")
+                    self._fail(f"{out_of_time} (the learner's process closed its reply channel)")
                 why = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
                 self._fail(f"the learner's process ended ({why}) while {doing}")
             self._buffer += chunk
+            self._count_reply(len(chunk), doing)
             if len(self._buffer) > MAX_REPLY_BYTES:
                 self._fail(f"the learner's process sent more than {MAX_REPLY_BYTES >> 20} MiB while {doing}")
         line, self._buffer = self._buffer.split(b"\n", 1)
@@ -484,6 +568,8 @@ class Learner:
     def call(self, name: str, *args: Any, via: str = "call", options: dict[str, Any] | None = None,
              timeout: float | None = None) -> tuple[Any, list[Any]]:
         """(return value, poisoned outputs after the call), decoded; LearnerError if anything went wrong."""
+        self._wait(timeout or self.timeout, f"running {name}")  # no process is started past the deadline
+        self._count_reply(0, f"running {name}")  # nor once the replies' budget is spent
         if self.process is None:
             self._start()
         self._send({"name": name, "args": [wire.argument(a) for a in args], "via": via, "options": options or {}},
