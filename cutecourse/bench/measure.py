@@ -1,37 +1,13 @@
 """Two measurements for the roofline, on the GPU this process sees: device copy bandwidth and torch.matmul TFLOP/s.
 
 Timing uses CUDA events after a warm-up (`cutecourse.bench.median_ms`) and reports the median of `reps` runs;
-lesson 1's ``%%gpu`` cell compares them with the datasheet row `spec_for` finds (`cutecourse.hw.specs`). torch is
+lesson 1's ``%%gpu`` cell compares them with the datasheet row `cutecourse.hw.specs.spec_for` finds. torch is
 imported on call, so ``import cutecourse.bench`` stays light.
 """
 
 from __future__ import annotations
 
-import re
-
 from cutecourse.bench import median_ms
-from cutecourse.hw.specs import SPECS, GPUSpec
-
-
-def spec_for(device_name: str) -> GPUSpec | None:
-    """The datasheet entry for a device name as torch reports it (e.g. 'NVIDIA H100 80GB HBM3'), or None.
-
-    Every word of the entry's name but its form factor must be a whole word of the device name, so an RTX 3090 is
-    not an RTX 4090 nor an L40S an L4. The table's rows are the SXM parts (or the only form a GPU comes in), so a
-    device named PCIe or NVL, which runs at other clocks and bandwidths, has no row.
-
-    >>> spec_for("NVIDIA H200").name, spec_for("Tesla T4").name, spec_for("NVIDIA GeForce RTX 4090").name
-    ('H200', 'T4', 'RTX 4090')
-    >>> spec_for("NVIDIA GeForce RTX 3090"), spec_for("NVIDIA L40S"), spec_for("NVIDIA H100 PCIe")
-    (None, None, None)
-    """
-    words = set(re.split(r"[^0-9A-Z]+", device_name.upper()))
-    if words & {"PCIE", "NVL"}:
-        return None
-    for name, spec in SPECS.items():
-        if all(w in words for w in name.upper().split() if not w.startswith("SXM")):
-            return spec
-    return None
 
 
 def copy_bandwidth_tbs(megabytes: int = 1024, reps: int = 20) -> float:

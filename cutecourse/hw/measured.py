@@ -1,7 +1,7 @@
 """Figures measured on a real GPU, stored so that lesson 1 can show them on a machine without one.
 
 Each comes from a run recorded in ``benchmarks/RESULTS.md`` (same date, GPU, driver and command), and lesson 1's
-``%%gpu`` cell measures the first three again, with :mod:`cutecourse.hw.measure`, wherever a GPU exists.
+``%%gpu`` cell measures the first three again, with :mod:`cutecourse.bench.measure`, wherever a GPU exists.
 
 >>> H200["copy_tbs"].value
 4.189
@@ -30,7 +30,7 @@ class Measurement:
         return f"{self.what}: {self.value:g} {self.unit}"
 
 
-_CELL = "lesson 1's %%gpu cell as a script: cutecourse.hw.measure (RESULTS.md, 'lessons 1-3 on the GPU')"
+_CELL = "lesson 1's %%gpu cell as a script: cutecourse.bench.measure (RESULTS.md, 'lessons 1-3 on the GPU')"
 _GEMM = "python3 benchmarks/gemm.py (each kernel settled 1 s; RESULTS.md, 'GEMM steps 1-6: the recorded run')"
 _CLOCKS = "nvidia-smi during 1.5 s of back-to-back GEMMs (RESULTS.md, 'GEMM step 6 at 4096³', diagnosis 1)"
 _NCU = ("ncu --clock-control none ..., one launch (RESULTS.md, 'GEMM step 6 at 4096³'; the launching script "

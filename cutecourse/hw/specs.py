@@ -12,6 +12,7 @@ True
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 
@@ -129,3 +130,24 @@ def spec_table(names: list[str] | None = None) -> str:
     widths = [max(len(r[i]) for r in [list(head), list(units)] + body) for i in range(len(head))]
     fmt = lambda r: "  ".join(v.ljust(w) if i < 2 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths)))  # noqa: E731
     return "\n".join(fmt(r).rstrip() for r in [list(head), list(units)] + body)
+
+
+def spec_for(device_name: str) -> GPUSpec | None:
+    """The datasheet entry for a device name as torch reports it (e.g. 'NVIDIA H100 80GB HBM3'), or None.
+
+    Every word of the entry's name but its form factor must be a whole word of the device name, so an RTX 3090 is
+    not an RTX 4090 nor an L40S an L4. The table's rows are the SXM parts (or the only form a GPU comes in), so a
+    device named PCIe or NVL, which runs at other clocks and bandwidths, has no row.
+
+    >>> spec_for("NVIDIA H200").name, spec_for("Tesla T4").name, spec_for("NVIDIA GeForce RTX 4090").name
+    ('H200', 'T4', 'RTX 4090')
+    >>> spec_for("NVIDIA GeForce RTX 3090"), spec_for("NVIDIA L40S"), spec_for("NVIDIA H100 PCIe")
+    (None, None, None)
+    """
+    words = set(re.split(r"[^0-9A-Z]+", device_name.upper()))
+    if words & {"PCIE", "NVL"}:
+        return None
+    for name, spec in SPECS.items():
+        if all(w in words for w in name.upper().split() if not w.startswith("SXM")):
+            return spec
+    return None

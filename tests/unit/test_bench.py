@@ -71,29 +71,6 @@ def test_operands_refuse_an_unknown_data_kind_or_major_by_name():
         bench.operands(8, 8, 8, "bfloat16", majors=("n", "k"))
 
 
-def test_measure_docstring_examples():
-    import doctest
-
-    from cutecourse.bench import measure
-
-    result = doctest.testmod(measure)
-    assert result.failed == 0 and result.attempted > 0
-
-
-def test_spec_for_finds_the_datasheet_row_of_torch_device_names():
-    from cutecourse.bench.measure import spec_for
-
-    assert spec_for("NVIDIA H100 80GB HBM3").name == "H100 SXM"
-    assert spec_for("NVIDIA A100-SXM4-80GB").name == "A100 SXM"
-    assert spec_for("NVIDIA L4").name == "L4" and spec_for("NVIDIA B200").name == "B200"
-    assert spec_for("Tesla V100-SXM2-32GB").name == "V100 SXM2"
-    assert spec_for("Some Future GPU") is None
-    # another model that shares a word or a prefix, or another form factor of the same chip, has no row
-    for other in ("NVIDIA GeForce RTX 3090", "NVIDIA L40S", "NVIDIA H100 PCIe", "NVIDIA H100 NVL",
-                  "NVIDIA A100-PCIE-40GB", "NVIDIA GH200 480GB"):
-        assert spec_for(other) is None, other
-
-
 def test_hw_imports_nothing_from_the_packages_that_build_on_it():
     """Measuring sits in bench, which imports the kernels, which use hw: hw itself imports none of them."""
     import ast

@@ -188,3 +188,15 @@ def test_the_models_load_without_the_pictures():
         assert not drawing, drawing
     """)
     assert out.returncode == 0, out.stderr
+
+
+def test_spec_for_finds_the_datasheet_row_of_torch_device_names():
+    assert specs.spec_for("NVIDIA H100 80GB HBM3").name == "H100 SXM"
+    assert specs.spec_for("NVIDIA A100-SXM4-80GB").name == "A100 SXM"
+    assert specs.spec_for("NVIDIA L4").name == "L4" and specs.spec_for("NVIDIA B200").name == "B200"
+    assert specs.spec_for("Tesla V100-SXM2-32GB").name == "V100 SXM2"
+    assert specs.spec_for("Some Future GPU") is None
+    # another model that shares a word or a prefix, or another form factor of the same chip, has no row
+    for other in ("NVIDIA GeForce RTX 3090", "NVIDIA L40S", "NVIDIA H100 PCIe", "NVIDIA H100 NVL",
+                  "NVIDIA A100-PCIE-40GB", "NVIDIA GH200 480GB"):
+        assert specs.spec_for(other) is None, other
