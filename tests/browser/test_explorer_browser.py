@@ -75,7 +75,8 @@ def wait_for_server(proc: subprocess.Popen, port: int, token: str, home: Path, t
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise AssertionError(f"jupyter lab exited with {proc.returncode}:\n{(home / 'lab.log').read_text()[-2000:]}")
+            log = (home / "lab.log").read_text()[-2000:]
+            raise AssertionError(f"jupyter lab exited with {proc.returncode}:\n{log}")
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status?token={token}", timeout=2):
                 return
@@ -93,13 +94,6 @@ def stop(proc: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
-
-
-@pytest.fixture
-def sync_api():
-    """Playwright and a Chromium to drive, or the test skips, before any JupyterLab starts."""
-    require_chromium()
-    return pytest.importorskip("playwright.sync_api")
 
 
 @contextlib.contextmanager

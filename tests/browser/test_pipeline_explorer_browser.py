@@ -16,9 +16,7 @@ import pytest
 
 from cutecourse.hw.pipeline import simulate
 
-from .test_explorer_browser import (  # noqa: F401 - sync_api is a fixture
-    CHROMIUM, FLAGS, MIN_TRACK_PX, outside, run_all_cells, screenshot_dir, serving, sync_api,
-)
+from .test_explorer_browser import CHROMIUM, FLAGS, MIN_TRACK_PX, outside, run_all_cells, screenshot_dir, serving
 
 pytestmark = pytest.mark.browser
 
