@@ -21,6 +21,14 @@ REPORTS = ("results.json", "junit.xml", "grades.csv", "summary.md")
 KILLS_ALL = "import os, signal\ntry:\n    os.kill(-1, signal.SIGKILL)\nexcept OSError:\n    pass\n" + SOLUTION_0_1
 
 
+@pytest.fixture(autouse=True)
+def room_for_the_jobs(monkeypatch, request):
+    """The demo's submissions use a few hundred MiB, far from their limit: these tests grade side by side on a
+    machine of any size (the test of the memory check itself reads the host's)."""
+    if "memory_check" not in request.node.name:
+        monkeypatch.setattr(batch, "available_mb", lambda: 2**30)
+
+
 @needs_jail  # workers run side by side only in bubblewrap
 def test_jobs_write_byte_for_byte_the_reports_of_grading_one_by_one(demo_course, make_submission, tmp_path):
     paths = [make_submission("batch_right", {"0.1": SOLUTION_0_1}), make_submission("batch_wrong", {"0.1": WRONG_0_1}),
@@ -138,3 +146,28 @@ def test_the_flags_a_workflow_runs_grade_with_the_same_options(options, demo_cou
     monkeypatch.setattr(reports, "write", lambda *a: [])
     main(["grade", "x.ipynb", "--course", str(demo_course.root), *batch.flags(options)])
     assert got == options
+
+
+@needs_jail  # the check comes after the one for bubblewrap
+def test_jobs_memory_check_refuses_n_limits_past_the_hosts_memory_and_says_the_fix(demo_course, monkeypatch, capsys):
+    memory_mb = grader.default_limits(False).memory_mb
+    monkeypatch.setattr(batch, "visible_gpus", lambda: [])
+    monkeypatch.setattr(batch, "available_mb", lambda: 3 * memory_mb + 100)
+    refused = (rf"--jobs 4: 4 submissions × {memory_mb} MiB of memory each is {4 * memory_mb} MiB, more than the "
+               rf"{3 * memory_mb + 100} MiB this machine has available; give --jobs 3 or fewer")
+    with pytest.raises(ValueError, match=refused):
+        batch.grade_many(["x.ipynb"], demo_course, {}, jobs=4)
+    assert main(["grade", "x.ipynb", "--course", str(demo_course.root), "--jobs", "4"]) == 2
+    assert "give --jobs 3 or fewer" in capsys.readouterr().err
+    monkeypatch.setattr(batch, "available_mb", lambda: memory_mb + 100)
+    with pytest.raises(ValueError, match="grade with --jobs 1"):
+        batch.grade_many(["x.ipynb"], demo_course, {}, jobs=2)
+    # Where the memory is there, the same call goes on to grade (the check is what refused).
+    monkeypatch.setattr(batch, "available_mb", lambda: 4 * memory_mb)
+    monkeypatch.setattr(batch, "in_worker", lambda submission, *a: grader.Report(submission, "00_demo"))
+    assert [r.submission for r in batch.grade_many(["x.ipynb"], demo_course, {}, jobs=4, progress=False)] == ["x.ipynb"]
+
+
+def test_jobs_memory_check_reads_the_hosts_available_memory():
+    meminfo = {line.split(":")[0]: int(line.split()[1]) for line in open("/proc/meminfo")}
+    assert abs(batch.available_mb() - meminfo["MemAvailable"] // 1024) < 512
