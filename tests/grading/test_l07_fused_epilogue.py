@@ -253,7 +253,8 @@ S_READ = """    for i in cutlass.range_constexpr(cute.size(acc)):
 #: Right answers written otherwise than the solution: the guards nested the other way round, and C's and row_scale's
 #: loads under one element guard (in the branch where beta is not 0).
 OTHER_RIGHT = {
-    "beta tested inside the element guard": (S_READ + BETA_IF + C_READ, """    for i in cutlass.range_constexpr(cute.size(acc)):
+    "beta tested inside the element guard": (
+        S_READ + BETA_IF + C_READ, """    for i in cutlass.range_constexpr(cute.size(acc)):
         if cute.elem_less(tCcD[i], mD.shape):
             tCrS[i] = tCgS[i]
             if beta != 0.0:

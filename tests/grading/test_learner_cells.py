@@ -24,11 +24,12 @@ def test_a_demo_cell_nothing_reads_is_left_out_and_the_answers_stay():
 
 
 def test_what_an_answer_reads_is_kept_with_what_that_reads():
-    cells = [cell("import numpy as np\nimport torch"), cell("SIZE = 4\nprint(SIZE)"), cell("def helper(x):\n    return np.full(SIZE, x)"),
+    cells = [cell("import numpy as np\nimport torch"), cell("SIZE = 4\nprint(SIZE)"),
+             cell("def helper(x):\n    return np.full(SIZE, x)"),
              cell("x = helper(1)  # a demo that binds the answer's parameter name"),
              cell("def f(x):\n    return helper(x) * 2", "1.1")]
-    assert kept(cells) == ["import numpy as np\n", "SIZE = 4\nprint(SIZE)", "def helper(x):\n    return np.full(SIZE, x)",
-                           "def f(x):\n    return helper(x) * 2"]
+    assert kept(cells) == ["import numpy as np\n", "SIZE = 4\nprint(SIZE)",
+                           "def helper(x):\n    return np.full(SIZE, x)", "def f(x):\n    return helper(x) * 2"]
 
 
 def test_an_import_is_kept_alone_unless_its_cell_is_needed_for_more():

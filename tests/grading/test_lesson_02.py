@@ -31,7 +31,8 @@ def submit(tmp_path: Path, answers: dict[str, str]) -> grader.Report:
 # 2.2 answered only for the check's visible cases: the check passes, the hidden test does not.
 HARD_CODED_2_2 = """
 def my_coalesce(shape, stride):
-    return {((2, (1, 6)), (1, (6, 2))): (12, 1), (((2, (3, 4)), (3, 2), 1), ((4, (8, 24)), (2, 6), 12)): ((24, 6), (4, 2)),
+    return {((2, (1, 6)), (1, (6, 2))): (12, 1),
+            (((2, (3, 4)), (3, 2), 1), ((4, (8, 24)), (2, 6), 12)): ((24, 6), (4, 2)),
             ((4, 8), (8, 1)): ((4, 8), (8, 1)), ((1, 1), (3, 5)): (1, 0), (8, 2): (8, 2),
             ((2, 2, 2), (1, 2, 8)): ((4, 2), (1, 8))}[(shape, stride)]
 """

@@ -77,8 +77,8 @@ def test_partly_right_submission_scores_exactly_its_points(tmp_path):
 def test_every_check_and_hidden_test_fails_on_a_wrong_answer(tmp_path):
     report = submit(tmp_path, WRONG)
     assert report.score == 0, reports.summary(report)
-    assert_failed(report, ["tv_owner_on_random_dtypes_threads_and_elements", "split_has_the_properties_on_random_tiles"],
-                  ["tv_owner", "split"])
+    hidden = ["tv_owner_on_random_dtypes_threads_and_elements", "split_has_the_properties_on_random_tiles"]
+    assert_failed(report, hidden, ["tv_owner", "split"])
 
 
 def test_the_owner_hint_names_a_column_major_thread_layout(tmp_path):

@@ -42,7 +42,8 @@ WRONG = {
     "7.1": edited(solution("7.1"), ('["float32"] if dtype == "bfloat16" else ["float16", "float32"]',
                                     '["float16", "float32"]')),
     # the broadcast strides swapped: "n" keeps the row, "m" the column
-    "7.2": edited(solution("7.2"), ('(0, 1) if bias_mode == "n" else (1, 0)', '(1, 0) if bias_mode == "n" else (0, 1)')),
+    "7.2": edited(solution("7.2"),
+                  ('(0, 1) if bias_mode == "n" else (1, 0)', '(1, 0) if bias_mode == "n" else (0, 1)')),
 }
 #: What each wrong answer's check says (the hidden tests use the same hints).
 HINTS = {"7.1": "no Tensor Core accumulates bfloat16 products in float16", "7.2": "not the one of its"}
@@ -101,7 +102,8 @@ def test_the_checks_hints_do_not_print_the_answer(capsys, tmp_path):
 def test_the_judges_catch_each_way_of_getting_it_wrong():
     """7.1: an accumulator the hardware does not offer, one too coarse, one wider than needed, None where one
     suffices, a value of the wrong kind; 7.2: the row's bias where the column's is asked for, the tile's layout
-    instead of the fragment's, a wrong load count, a bare layout. Both sides of the band pass where the sample cannot tell."""
+    instead of the fragment's, a wrong load count, a bare layout. Both sides of the band pass where the sample cannot
+    tell."""
     from cutecourse.layout import Layout, composition, parse_layout
 
     assert "hardware offers" in L.accumulator_hint(1024, 0.05, "bfloat16", "float16")

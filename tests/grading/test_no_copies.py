@@ -25,7 +25,8 @@ from .submissions import ROOT, course_exercises, grade_lesson
 
 LESSONS = sorted(set(course_exercises().values()))
 
-_TOKEN = re.compile(r'''(?P<string>[rbfuRBFU]{0,2}(?:"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'|"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'))
+_TOKEN = re.compile(r'''(?P<string>[rbfuRBFU]{0,2}(?:"""[\s\S]*?"""|\'\'\'[\s\S]*?\'\'\'
+                                                    |"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'))
                         |(?P<comment>\#[^\n]*)
                         |(?P<name>[A-Za-z_]\w*)
                         |(?P<number>\d[\w.]*)
@@ -111,7 +112,8 @@ def notebook_texts(lesson: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def package_sources() -> dict[str, str]:
-    return {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8") for p in sorted((ROOT / "cutecourse").rglob("*.py"))}
+    modules = sorted((ROOT / "cutecourse").rglob("*.py"))
+    return {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8") for p in modules}
 
 
 def copied_from(regions: list[str], texts: dict[str, str]) -> list[str]:

@@ -154,7 +154,8 @@ def test_selecting_a_lane_or_a_cell_redraws():
     ex.controls["cell"].value = "(10,3)"
     assert ex.readout.value.split("<br>")[2] == "M1[2][3] comes from lane 10's address, into lane 9's d1, high half"
     ex.controls["instruction"].value = "stmatrix.x4"
-    assert ex.readout.value.split("<br>")[2] == "M1[2][3] comes from lane 9's d1, high half, stored at lane 10's address"
+    assert ex.readout.value.split("<br>")[2] == ("M1[2][3] comes from lane 9's d1, high half, stored at lane 10's "
+                                                 "address")
 
 
 @widgets
@@ -183,12 +184,14 @@ def test_a_bad_cell_shows_a_short_message_not_a_traceback(text, message):
     assert len(ex.message.value) < 600
     assert ex.picture.value == "" and ex.readout.value == ""
     ex.controls["cell"].value = "(9,2)"
-    assert ex.message.value == "" and ex.readout.value.endswith("A[9][2] is held by lane 5 as a2 (register 1, low half)")
+    assert ex.message.value == ""
+    assert ex.readout.value.endswith("A[9][2] is held by lane 5 as a2 (register 1, low half)")
 
 
 @widgets
 @pytest.mark.parametrize("kwargs, message", [
-    ({"instruction": "mma.sync m16n8k32 A"}, "instruction='mma.sync m16n8k32 A' is not one the explorer knows; use one"),
+    ({"instruction": "mma.sync m16n8k32 A"},
+     "instruction='mma.sync m16n8k32 A' is not one the explorer knows; use one"),
     ({"lane": 32}, "lane=32 is not a thread of mma.sync m16n8k16 A; use 0-31"),
     ({"instruction": "wgmma m64n16k16 C", "lane": 128}, "use 0-127"),
     ({"lane": True}, "lane=True"),
