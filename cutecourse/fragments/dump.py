@@ -56,7 +56,9 @@ def ldmatrix_host(mRows: cute.Tensor, mOut: cute.Tensor, stream: Any, num_matric
 def _mma_kernel(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, mOut: cute.Tensor, tiled_mma: cute.TiledMma):
     lane = cute.arch.lane_idx()
     thr_mma = tiled_mma.get_slice(lane)
-    tCgA, tCgB, tCgC = thr_mma.partition_A(mA), thr_mma.partition_B(mB), thr_mma.partition_C(mC)
+    tCgA = thr_mma.partition_A(mA)
+    tCgB = thr_mma.partition_B(mB)
+    tCgC = thr_mma.partition_C(mC)
     tCrA, tCrB = tiled_mma.make_fragment_A(tCgA), tiled_mma.make_fragment_B(tCgB)
     for i in cutlass.range_constexpr(cute.size(tCrA)):
         tCrA[i] = tCgA[i]
@@ -149,10 +151,13 @@ def ptx_of(kind: str, arch: str, dtype: str = "float16", num_matrices: int = 4, 
         raise ValueError(f"dtype={dtype!r}; the dumps take {' or '.join(_DTYPES)}")
     t = getattr(torch, dtype)
     if kind == "ldmatrix":
-        tensors, host, constants = _ldmatrix_args(torch.zeros(64 * num_matrices, dtype=t), num_matrices,
-                                                  transpose), ldmatrix_host, (num_matrices, transpose)
+        tensors = _ldmatrix_args(torch.zeros(64 * num_matrices, dtype=t), num_matrices, transpose)
+        host = ldmatrix_host
+        constants = (num_matrices, transpose)
     elif kind == "mma":
-        tensors, host, constants = _mma_args(torch.zeros(16, k, dtype=t), torch.zeros(8, k, dtype=t)), mma_host, (k,)
+        tensors = _mma_args(torch.zeros(16, k, dtype=t), torch.zeros(8, k, dtype=t))
+        host = mma_host
+        constants = (k,)
     else:
         raise ValueError(f"kind={kind!r}; the dumps are 'ldmatrix' and 'mma'")
     return ptx.compile_ptx(host, *[from_dlpack(x) for x in tensors], make_fake_stream(), *constants, arch=arch)

@@ -14,7 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 #: Where and when the figures below were measured.
-GPU, DRIVER, DATE = "NVIDIA H200", "580.159.04", "2026-11-30"
+GPU = "NVIDIA H200"
+DRIVER = "580.159.04"
+DATE = "2026-11-30"
 
 
 @dataclass(frozen=True)

@@ -124,7 +124,9 @@ class Schedule:
     @property
     def period(self) -> float:
         """Cycles per k-tile in the steady state (see the module docstring); ``mma_time`` when the latency is hidden."""
-        L, T, S = self.load_latency, self.mma_time, self.stages
+        L = self.load_latency
+        T = self.mma_time
+        S = self.stages
         latency = (L + T) / S if self.issue == "tma" else L / (S - 1) if S > 1 else L + T
         return max(T, self.load_gap, latency)
 
@@ -161,7 +163,9 @@ def simulate(stages: int, load_latency: float, mma_time: float, k_tiles: int, is
         raise ValueError(f"{fn}: issue={issue!r} is not one of {ISSUES}: 'cp.async' when the computing threads "
                          "issue the loads (gemm04), 'tma' for a producer warp (gemm07)")
     _check_time(load_gap, "load_gap", fn, positive=False)
-    S, L, T = stages, load_latency, mma_time
+    S = stages
+    L = load_latency
+    T = mma_time
     tiles: list[KTile] = []
     for j in range(k_tiles):
         if issue == "tma" or S == 1:  # the slot's last tenant, k-tile j - S, must be computed

@@ -44,7 +44,9 @@ class Swizzle:
             raise ValueError(f"Swizzle: |S| must be at least B so the masks do not overlap, got B={bits}, S={shift}")
         if bits == 0:  # every b=0 swizzle is the identity: keep the DSL's one form, so all compare equal
             base, shift = 4, 3
-        self.bits, self.base, self.shift = bits, base, shift
+        self.bits = bits
+        self.base = base
+        self.shift = shift
         self._yyy = ((1 << bits) - 1) << (base + max(0, shift))
 
     @property
@@ -95,7 +97,9 @@ class ComposedLayout:
             raise ValueError(f"ComposedLayout: offset must be an int, got {offset!r}")
         if not isinstance(outer, Layout):
             raise ValueError(f"ComposedLayout: outer must be a Layout, got {type(outer).__name__}")
-        self.inner, self.offset, self.outer = inner, offset, outer
+        self.inner = inner
+        self.offset = offset
+        self.outer = outer
 
     def __str__(self) -> str:
         return f"{self.inner} o {self.offset} o {self.outer}"

@@ -35,7 +35,10 @@ def gemm_hierarchy(cta: tuple[int, int, int] = (128, 128, 32), warp: tuple[int, 
          "Tensor Core", "regs / smem / TMEM"),
         ("Epilogue", ["D = α·acc + β·C", "bias / activation", "convert, store"], "CUDA cores", "registers → gmem"),
     )
-    box_w, box_h, gap, top = 184, 112, 26, 34
+    box_w = 184
+    box_h = 112
+    gap = 26
+    top = 34
     width = len(levels) * box_w + (len(levels) - 1) * gap + 20
     c = Canvas(width, top + box_h + 64)
     c.text(10, 14, "GEMM → GPU hierarchy (CUTLASS tile levels)", size=14, anchor="start", weight="bold")

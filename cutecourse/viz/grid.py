@@ -62,7 +62,9 @@ def _positions(shape: IntTuple, size: float) -> tuple[list[float], list[tuple[fl
     for every, width in _group_lines(shape):
         for j in range(every, n, every):
             gaps[j] = width  # an outer level's boundary overrides the inner ones at the same place
-    starts, lines, at = [], [], 0.0
+    starts = []
+    lines = []
+    at = 0.0
     for j in range(n):
         if j in gaps:
             gap = gaps[j] + 3

@@ -43,7 +43,10 @@ def mma_atom(atom: str = "SM80_16x8x16_F16", title: str | None = None) -> "Pictu
         raise ValueError(f"viz.mma_atom: atom={atom!r} is not known; use one of {sorted(MMA_ATOMS)}")
     a = MMA_ATOMS[atom]
     M, N, K = a.shape_mnk
-    cw, ch, gap, top = 46.0, 22.0, 34.0, 40.0
+    cw = 46.0
+    ch = 22.0
+    gap = 34.0
+    top = 40.0
     ax, by = 30.0, top + 16
     cx, cy = ax + K * cw + gap, by + K * ch + gap
     c = Canvas(cx + N * cw + 12, cy + M * ch + 30)

@@ -95,8 +95,16 @@ def describe(schedule: Schedule, measured: Optional[Mapping[int, float]] = None,
 
 
 # The picture: row labels left of the time axis, then the slots' rows, the math row, the axis and the note.
-_LEFT, _TOP, _PLOT_W, _ROW_H, _ROW_GAP = 70.0, 56.0, 740.0, 20.0, 4.0  # under 820 px: whole beside the side bar
-_LOAD, _LANDED, _MMA, _STALL, _FILL = "#99DDFF", "#EEDD88", "#44BB99", "#EE8866", "#DDDDDD"
+_LEFT = 70.0  # under 820 px: whole beside the side bar
+_TOP = 56.0
+_PLOT_W = 740.0
+_ROW_H = 20.0
+_ROW_GAP = 4.0
+_LOAD = "#99DDFF"
+_LANDED = "#EEDD88"
+_MMA = "#44BB99"
+_STALL = "#EE8866"
+_FILL = "#DDDDDD"
 _LEGEND = ((_LOAD, "load in flight"), (_LANDED, "landed, waiting for the math"), (_MMA, "MMA"),
            (_FILL, "fill (first load)"), (_STALL, "math waits for a load"))
 

@@ -130,7 +130,9 @@ def solution_ptx(tmp_path_factory) -> str:
     import torch
 
     host = load(tmp_path_factory.mktemp("ptx"), solution())
-    a, b, c = torch.zeros(64, 96, dtype=torch.float16), torch.zeros(96, 64, dtype=torch.float16), torch.zeros(64, 64)
+    a = torch.zeros(64, 96, dtype=torch.float16)
+    b = torch.zeros(96, 64, dtype=torch.float16)
+    c = torch.zeros(64, 64)
     return harness.ptx(host, "sm_90a", a, b, c, vector=L.VECTOR)
 
 

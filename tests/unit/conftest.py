@@ -30,7 +30,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     total = [0, 0, 0]
     for op in sorted(stats):
         s = stats[op]
-        c, m, i = s.get("compared", 0), s.get("mismatches", 0), s.get("invalid_compared", 0)
+        c = s.get("compared", 0)
+        m = s.get("mismatches", 0)
+        i = s.get("invalid_compared", 0)
         total[0] += c
         total[1] += m
         total[2] += i

@@ -87,7 +87,9 @@ def test_a_kernel_the_judge_refuses_stops_the_run_before_it_is_timed(bench, monk
     """The benchmark checks through benchmarks/gemm.py's `checked`, with the epilogue's judge."""
     monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
     _, _, x, d_ref, _ = epilogue_case("relu", torch.float32)
-    a, b, d = x, torch.eye(200, dtype=torch.float64), torch.empty(200, 200)
+    a = x
+    b = torch.eye(200, dtype=torch.float64)
+    d = torch.empty(200, 200)
 
     def judge(out):
         return bench.within_epilogue_bounds(out, d_ref, x, "relu")

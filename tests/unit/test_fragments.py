@@ -22,7 +22,9 @@ def test_docstring_examples_run(module):
 
 def ptx_isa_mma(k: int):
     """The PTX ISA's fragment formulas for mma.m16n8k{k} (f16/bf16 inputs, f32 accumulators), per lane."""
-    a, b, c = [], [], []
+    a = []
+    b = []
+    c = []
     for lane in range(32):
         g, t = lane >> 2, lane % 4
         # A: a_i for i < 4 (k8) or 8 (k16): row g + 8 for i in {2,3,6,7}; column 2t + (i & 1) + 8 for i >= 4.

@@ -162,7 +162,9 @@ def test_a_launch_checks_and_compiles_once_then_passes_aligned_pointers_and_the_
     step, with M, N, K and the stream."""
     from cutecourse.kernels.gemm import gemm05_swizzle as step5
 
-    checks, compiles, calls = [], [], []
+    checks = []
+    compiles = []
+    calls = []
 
     def check(a, b, c, **kw):
         checks.append(kw["step"])

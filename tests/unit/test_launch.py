@@ -38,7 +38,9 @@ def matrix(m=128, n=128, dtype=torch.float32):
 
 
 def test_each_launcher_compiles_once_and_passes_tensors_scalars_and_stream(recorded):
-    x, y, out = matrix(), matrix(), matrix()
+    x = matrix()
+    y = matrix()
+    out = matrix()
     vector, vector_out = x[0], out[0]
     for _ in range(2):
         assert copy_naive.copy(x, out) is out and copy_predicated.copy(x, out) is out

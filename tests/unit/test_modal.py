@@ -165,7 +165,9 @@ DRIVER = textwrap.dedent("""
 
 @pytest.mark.slow
 def test_the_lab_function_serves_jupyterlab_on_the_volume_with_a_fresh_token(tmp_path):
-    course, work, port = tmp_path / "course", tmp_path / "work", free_port()
+    course = tmp_path / "course"
+    work = tmp_path / "work"
+    port = free_port()
     for folder in ("notebooks", "exercises", "solutions"):
         shutil.copytree(ROOT / folder, course / folder)
     (work / "notebooks").mkdir(parents=True)

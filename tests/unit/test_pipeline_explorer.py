@@ -33,7 +33,9 @@ GRID = list(itertools.product(range(1, 9), (0, 50, 100, 150, 300, 500, 777, 1000
 def ring_violations(s: Schedule) -> list[str]:
     """What a schedule breaks of the ring's rules (empty when it keeps them all)."""
     bad = []
-    S, L, T = s.stages, s.load_latency, s.mma_time
+    S = s.stages
+    L = s.load_latency
+    T = s.mma_time
     for t in s.tiles:
         if t.slot != t.kt % S:
             bad.append(f"k-tile {t.kt} in slot {t.slot}, not {t.kt % S}")

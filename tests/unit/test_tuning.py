@@ -42,7 +42,9 @@ class Timer:
     """`time` for the searches: every Config asked for is 'timed' (cost), and the batches are recorded."""
 
     def __init__(self, wrong=()):
-        self.batches, self.ms, self.wrong = [], {}, set(wrong)
+        self.batches = []
+        self.ms = {}
+        self.wrong = set(wrong)
 
     def __call__(self, configs):
         self.batches.append(list(configs))

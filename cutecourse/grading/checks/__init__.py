@@ -22,7 +22,9 @@ from typing import Any, Callable
 from cutecourse import env
 from cutecourse.grading import sandbox, wire
 
-PASS, FAIL, NOT_RUN = "✓", "✗", "–"
+PASS = "✓"
+FAIL = "✗"
+NOT_RUN = "–"
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,9 @@ from typing import Any
 from cutecourse.grading.checks import Check
 from cutecourse.grading.checks import l05_tiled_mma as L5
 
-TILE_M, TILE_N, TILE_K = 64, 64, 64  # the answer cell's CTA tile
+TILE_M = 64  # the answer cell's CTA tile
+TILE_N = 64
+TILE_K = 64
 STAGES = 3  # the answer cell's ring of K tiles
 VECTOR = L5.VECTOR  # 16-bit elements per 16-byte cp.async: N and K are multiples of it
 #: (dtype, arch) of the PTX check and the hidden PTX test: both 16-bit types, both archs.

@@ -25,13 +25,17 @@ from cutecourse.grading import wire
 from cutecourse.grading.checks import Check, input_of, relative_error
 from cutecourse.grading.checks import l05_tiled_mma as L5
 
-TILE_M, TILE_N, TILE_K = 64, 64, 64  # the answer cells' CTA tile
+TILE_M = 64  # the answer cells' CTA tile
+TILE_N = 64
+TILE_K = 64
 WARPS_M = 4  # warps stacked along M: warp w owns the tile's rows 16 w .. 16 w + 15
 VECTOR = L5.VECTOR  # 16-bit elements per 16-byte vector: N and K are multiples of it
 DTYPES = ("float16", "bfloat16")
 #: fused_kernel's parameters, in the order of its signature (mA, mB, mC, mRowScale, mD, beta, slope, ...): which
 #: tensor an ld.global reads is told by the parameter its address comes from.
-C_PARAM, SCALE_PARAM, BETA_PARAM = 2, 3, 5
+C_PARAM = 2
+SCALE_PARAM = 3
+BETA_PARAM = 5
 #: (dtype, arch) of the PTX checks and the hidden PTX tests: both 16-bit types, both archs.
 PTX_CASES = [(dtype, arch) for dtype in DTYPES for arch in ("sm_80", "sm_90a")]
 
@@ -251,7 +255,9 @@ def fused_variants(case: tuple[Any, ...]) -> dict[str, Any]:
     process held them: each key is the hint that names the mistake."""
     import numpy as np
 
-    a, b, c = input_of(case), input_of(case[1:]), input_of(case[2:])
+    a = input_of(case)
+    b = input_of(case[1:])
+    c = input_of(case[2:])
     m = a.shape[0]
     scale = wire.decode(case[3]["$tensor"]["array"]).astype(np.float64)[:m, None]
     beta, slope = float(np.float32(case[5])), float(np.float32(case[6]))
@@ -300,7 +306,9 @@ def fused_hint(case: tuple[Any, ...], out: Any) -> str | None:
     import numpy as np
 
     variants = fused_variants(case)
-    ref, dtype, beta = variants.pop(""), case[4]["$poisoned"]["dtype"], case[5]
+    ref = variants.pop("")
+    dtype = case[4]["$poisoned"]["dtype"]
+    beta = case[5]
     got = np.asarray(out, dtype=np.float64)
     if got.shape != ref.shape:
         return f"D has shape {got.shape}, expected {ref.shape}"
