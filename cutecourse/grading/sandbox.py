@@ -35,6 +35,7 @@ import math
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -119,25 +120,79 @@ def execute(fn: Any, args: list[Any], via: str = "call", options: dict[str, Any]
 # The learner side.
 
 
-def _deny(folders: list[str], files: tuple[str, ...] = (), block_ctypes: bool = False) -> None:
-    """An audit hook (which Python does not let the code remove): no programs, nothing under `folders`, none of
-    `files`, and with `block_ctypes` no foreign function calls (a way to read `files` past the hook)."""
+def _folders_held() -> list[str]:
+    """Every folder a relative path may be opened from now: the current one, and each folder this process holds a
+    descriptor of (``os.open(name, dir_fd=N)`` opens from N, and the audit event does not say which N)."""
+    held = []
+    try:
+        held.append(os.getcwd())
+    except OSError:
+        pass  # the current folder was removed: a relative path opens nothing there
+    try:
+        fds = os.listdir("/proc/self/fd")
+    except OSError:
+        return held  # no /proc (not Linux, where no jail runs either): only the current folder is known
+    for fd in fds:
+        try:
+            if stat.S_ISDIR(os.fstat(int(fd)).st_mode):
+                held.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except (OSError, ValueError):
+            continue  # closed since it was listed
+    return held
+
+
+def _doors(folders: list[str], files: tuple[str, ...] = ()) -> Callable[[str, tuple[Any, ...]], None]:
+    """The audit hook `_deny` installs: no programs, nothing under `folders`, none of `files`, and where there are
+    `files`, no foreign function calls and no symlinks (ways past the hook's look at a path).
+
+    A path is judged where it leads, symlinks and ``..`` resolved. A relative one is judged from the current folder
+    and from every folder the process holds open, since a ``dir_fd`` may be any of them. And one that ends in the name
+    of one of `files` is refused wherever it leads if its folder may change between the hook's look and the open
+    (another thread can move a descriptor or the current folder): a relative path, or one through a link
+    (``/proc/self/fd/N/``, ``/dev/fd/N/``, ``/proc/self/cwd/``)."""
     roots = [os.path.realpath(f) + os.sep for f in folders]
     closed = {os.path.realpath(f) for f in files}
+    names = {os.path.basename(f) for f in closed}
     blocked_events = {"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork",
                       "os.forkpty", "pty.spawn"}
-    if block_ctypes:
-        blocked_events |= {"ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.cdata"}
+    if files:
+        blocked_events |= {"ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.cdata", "os.symlink"}
+
+    def refuse(path: Any, dir_fd: Any = None) -> None:
+        if isinstance(path, int):  # a descriptor: the folder or file it was opened on
+            path, dir_fd = f"/proc/self/fd/{path}", None
+        if not isinstance(path, (str, bytes, os.PathLike)):
+            return  # None: the current folder (listdir), already open
+        path = os.fsdecode(path)
+        folder = os.path.dirname(path)
+        if os.path.basename(os.path.normpath(path)) in names and (
+                not os.path.isabs(path) or os.path.realpath(folder) != os.path.normpath(folder)):
+            raise PermissionError(f"grading sandbox: answers may not read {path}")
+        if os.path.isabs(path):
+            starts = [""]
+        elif isinstance(dir_fd, int) and dir_fd >= 0:  # -1: none given
+            starts = [f"/proc/self/fd/{dir_fd}"]
+        else:
+            starts = _folders_held()
+        for start in starts:
+            full = os.path.realpath(os.path.join(start, path))
+            if full in closed or any((full + os.sep).startswith(root) for root in roots):
+                raise PermissionError(f"grading sandbox: answers may not read {full}")
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
         if event in blocked_events:
             raise PermissionError(f"grading sandbox: {event} is not allowed in an answer")
-        if event == "open" and args and isinstance(args[0], (str, bytes, os.PathLike)):
-            path = os.path.realpath(os.fsdecode(args[0]))
-            if path in closed or any((path + os.sep).startswith(root) for root in roots):
-                raise PermissionError(f"grading sandbox: answers may not read {path}")
+        if event in ("open", "os.listdir", "os.scandir") and args:  # open's (path, mode, flags) has no dir_fd
+            refuse(args[0])
+        elif event in ("os.link", "os.rename") and len(args) > 2:  # (src, dst, src_dir_fd, dst_dir_fd)
+            refuse(args[0], args[2])
 
-    sys.addaudithook(hook)
+    return hook
+
+
+def _deny(folders: list[str], files: tuple[str, ...] = ()) -> None:
+    """Install `_doors(folders, files)`, an audit hook which Python does not let the code remove."""
+    sys.addaudithook(_doors(folders, files))
 
 
 _COLOURS = re.compile(r"\x1b\[[0-9;]*m")
@@ -290,7 +345,7 @@ def enter_jail(forbid: list[str], exercise: str, deny: list[str], preload: tuple
         except ImportError:
             pass  # not installed here (the DSL off Linux): the cell that imports it fails as it would anyway
     closed = _forbid(forbid, exercise) if forbid else ()
-    _deny(deny, closed, block_ctypes=bool(closed))
+    _deny(deny, closed)
 
 
 def _serve(spec: dict[str, Any]) -> None:

@@ -134,7 +134,8 @@ def _try(fn):
         pass
 for _p in {secrets!r}:
     _try(lambda: open(_p).read())
-    _try(lambda: os.read(os.open(os.path.basename(_p), os.O_RDONLY, dir_fd=os.open(os.path.dirname(_p), os.O_RDONLY)), 100))
+    _try(lambda: os.read(os.open(os.path.basename(_p), os.O_RDONLY,
+                                 dir_fd=os.open(os.path.dirname(_p), os.O_RDONLY)), 100))
     _try(lambda: os.link(_p, "/tmp/stolen") or open("/tmp/stolen").read())
     _try(lambda: ctypes.CDLL(None).fopen(_p.encode(), b"r"))
 # git's object store holds every solution
@@ -339,9 +340,10 @@ def test_a_kernel_answer_that_is_more_than_kernel_code_is_refused_before_it_runs
 def test_without_the_walls_the_same_attack_reads_the_answers(demo_course, make_submission):
     """The suite can fail: with --isolation none (only an audit hook), reading the answers works and scores."""
     answer = f"""
-import os
-_d = os.open({str(DEMO)!r}, os.O_RDONLY)  # the folder above the denied one, then a path relative to it
-_found = b"def test_" in os.read(os.open("hidden/test_00_demo.py", os.O_RDONLY, dir_fd=_d), 4096)
+import ctypes, os
+_libc = ctypes.CDLL(None)  # C's open: no audit event (ctypes is closed only where functions are forbidden)
+_fd, _buffer = _libc.open({str(HIDDEN_FILE).encode()!r}, os.O_RDONLY), ctypes.create_string_buffer(4096)
+_found = _fd >= 0 and _libc.read(_fd, _buffer, 4096) > 0 and b"def test_" in _buffer.raw
 """ + _gain("_found")
     open_door = grader.grade(make_submission("reads_answers_unwalled", {"0.1": answer}), demo_course,
                              timeout=TIMEOUT, isolation_kind="none", hidden=False)

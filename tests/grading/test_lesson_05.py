@@ -18,10 +18,11 @@ import pytest
 from cutecourse import env
 from cutecourse import fragments as F
 from cutecourse.grading import checks, grader, reports
+from cutecourse.grading import notebook as nbio
 from cutecourse.grading.checks import l05_tiled_mma as L
 
 from .forbidden_calls import assert_forbidden_calls_score_zero, assert_right_but_forbidden
-from .submissions import answer_from_file, assert_failed, edited, grade_lesson, lesson_solution, statuses
+from .submissions import ROOT, answer_from_file, assert_failed, edited, grade_lesson, lesson_solution, statuses
 from .test_no_copies import notebook_texts, occurs, tokens
 
 LESSON = "05_tiled_mma"
@@ -247,6 +248,52 @@ def test_calling_the_package_would_be_right_and_calls_what_the_exercise_forbids(
 
 def test_a_submission_that_calls_the_package_scores_zero(tmp_path):
     assert_forbidden_calls_score_zero(tmp_path, LESSON, CALLS_PACKAGE)
+
+
+# The same answers through the forbidden functions' own source, read past the audit hook and run afresh: each reads
+# lanes.py and atoms.py from a folder's descriptor (dir_fd), which the hook's `open` event does not name.
+STEAL = """
+import os, tempfile, types
+import cutecourse.fragments as _fragments
+def _stolen(read):
+    # atoms.py then lanes.py in one namespace: lanes' `from .atoms import` binds the real classes
+    found = {"__name__": "cutecourse.fragments.atoms", "__package__": "cutecourse.fragments"}
+    for name in ("atoms.py", "lanes.py"):
+        exec(compile(read(os.path.dirname(_fragments.__file__), name), name, "exec"), found)
+    return types.SimpleNamespace(**found)
+"""
+READS = {
+    "5.1": "lambda folder, name: os.fdopen(os.open(name, os.O_RDONLY, dir_fd=os.open(folder, os.O_RDONLY))).read()",
+    # listed through the descriptor, then opened by the builtin open through an opener
+    "5.2": "lambda folder, name: [open(name, opener=lambda p, f: os.open(p, f, dir_fd=fd)).read() for fd in "
+           "[os.open(folder, os.O_RDONLY)] if name in os.listdir(fd)][0]",
+    # a `..` escape from the descriptor of a folder beside it
+    "5.3": "lambda folder, name: os.fdopen(os.open(f'../fragments/{name}', os.O_RDONLY, "
+           "dir_fd=os.open(os.path.join(folder, '..', 'layout'), os.O_RDONLY))).read()",
+    # a symlink to the folder, in a folder opened by its descriptor
+    "5.4": "lambda folder, name: [os.fdopen(os.open(f'pkg/{name}', os.O_RDONLY, dir_fd=os.open(d, os.O_RDONLY)))"
+           ".read() for d in [tempfile.mkdtemp()] if os.symlink(folder, f'{d}/pkg') is None][0]",
+}
+STEALS = {exercise: STEAL + f"fragments = lanes = atoms = _stolen({READS[exercise]})\n"
+          "wgmma_atom = fragments.wgmma_atom\n" + "".join(
+              line + "\n" for line in CALLS_PACKAGE[exercise].splitlines() if "cutecourse.fragments" not in line
+              and "import fragments" not in line) for exercise in CALLS_PACKAGE}
+
+
+@pytest.mark.parametrize("exercise", sorted(STEALS))
+def test_the_stolen_source_would_be_right(tmp_path, exercise):
+    for cell in nbio.checks(nbio.load(ROOT / "exercises" / f"{LESSON}.ipynb")):
+        if nbio.meta(cell).get("exercise") == exercise and "gpu" not in nbio.tags(cell):
+            check = checks.REGISTRY[nbio.meta(cell)["check"]]
+            line = check.run(answer_from_file(tmp_path, STEALS[exercise], check.target))
+            assert line.startswith(checks.PASS), line
+
+
+def test_a_submission_that_runs_the_forbidden_source_read_through_a_folder_descriptor_scores_zero(tmp_path):
+    report = grade_lesson(tmp_path, LESSON, STEALS, timeout=120, exercises=set(STEALS))
+    assert {e: report.exercises()[e][0] for e in STEALS} == {e: 0.0 for e in STEALS}, reports.summary(report)
+    # because the audit hook refused each read (or 5.4's symlink), not for another failure: every test says so
+    assert all("grading sandbox: " in t.output for t in report.tests), reports.summary(report)
 
 
 # --------------------------------------------------------------------------- on a GPU: right PTX, wrong numbers

@@ -1,10 +1,11 @@
 """The learner's process: answers run there, in a jail, results come back as data, and failures stay there."""
 
+import os
 import textwrap
 
 import pytest
 
-from cutecourse.grading import isolation, wire
+from cutecourse.grading import isolation, sandbox, wire
 from cutecourse.grading.sandbox import Learner, LearnerError
 
 from .jail import needs_jail
@@ -165,3 +166,100 @@ def test_every_cuda_memory_fault_reads_the_same():
     assert said == {f"RuntimeError: {sandbox.MEMORY_FAULT}"}
     for other in ("misaligned address", "unspecified launch failure"):  # a trap or an assert is no stray access
         assert sandbox.describe(RuntimeError(f"CUDA error: {other}")) == f"RuntimeError: CUDA error: {other}"
+
+
+def test_forbidden_source_cannot_be_read_from_a_folders_descriptor():
+    """Issue 32: the `open` audit event carries no dir_fd, and the hook judged ``os.open("algebra.py", dir_fd=fd)``
+    from the current folder; a submission read a forbidden function's source that way and ran it."""
+    with learner("""
+        import os
+        import cutecourse.layout.algebra as A
+        FOLDER, NAME = os.path.split(A.__file__)
+        def fd():
+            return os.open(FOLDER, os.O_RDONLY)
+        READS = {
+            "dir_fd": lambda: os.read(os.open(NAME, os.O_RDONLY, dir_fd=fd()), 100),
+            "opener": lambda: open(NAME, opener=lambda p, f: os.open(p, f, dir_fd=fd())).read(100),
+            "dotdot": lambda: os.read(os.open(os.path.relpath(A.__file__, "/usr"), os.O_RDONLY,
+                                              dir_fd=os.open("/usr", os.O_RDONLY)), 100),
+            "proc_fd": lambda: open(f"/proc/self/fd/{fd()}/{NAME}").read(100),
+            "fchdir": lambda: os.fchdir(fd()) or open(NAME).read(100),
+            "link": lambda: os.link(NAME, "stolen.py", src_dir_fd=fd()) or open("stolen.py").read(100),
+            "symlink": lambda: os.symlink(FOLDER, "folder") or open(f"folder/{NAME}").read(100),
+        }
+        def read(how):
+            return READS[how]()
+    """, forbid=["cutecourse.layout.coalesce", "cutecourse.layout.algebra.coalesce"], exercise="2.2") as process:
+        for how in ("dir_fd", "opener", "dotdot", "proc_fd", "fchdir", "link", "symlink"):
+            with pytest.raises(LearnerError, match="grading sandbox: (answers may not read|os.symlink is not)"):
+                process.call("read", how)
+
+
+@pytest.fixture
+def doors(tmp_path, monkeypatch):
+    """A course folder with a denied `hidden/`, a package folder with a closed `atoms.py`, another folder with an
+    `atoms.py` of its own, the current folder elsewhere, and the audit hook that closes them (not installed)."""
+    for folder in ("course/hidden", "course/other", "pkg", "other"):
+        (tmp_path / folder).mkdir(parents=True)
+    (tmp_path / "course" / "hidden" / "answers.txt").write_text("42")
+    (tmp_path / "pkg" / "atoms.py").write_text("SECRET = 1\n")
+    (tmp_path / "other" / "atoms.py").write_text("MINE = 1\n")
+    monkeypatch.chdir("/")
+    fds = []
+
+    def held(path):
+        fds.append(os.open(tmp_path / path, os.O_RDONLY))
+        return fds[-1]
+
+    yield tmp_path, sandbox._doors([str(tmp_path / "course" / "hidden")], (str(tmp_path / "pkg" / "atoms.py"),)), held
+    for fd in fds:
+        os.close(fd)
+
+
+def refused(hook, event, *args) -> bool:
+    try:
+        hook(event, args)
+    except PermissionError:
+        return True
+    return False
+
+
+def test_the_hook_judges_a_relative_path_from_every_folder_a_dir_fd_may_name(doors, monkeypatch):
+    tmp_path, hook, held = doors
+    held("course")
+    held("course/other")
+    (tmp_path / "link").symlink_to(tmp_path / "course" / "hidden")
+    held(".")
+    escapes = ("hidden/answers.txt", "hidden", "../hidden/answers.txt", "link/answers.txt")
+    assert all(refused(hook, "open", path, None, os.O_RDONLY) for path in escapes)
+    assert not refused(hook, "open", "other", None, os.O_RDONLY)
+    # The hook that judged them from the current folder alone (as before issue 32) let every one through.
+    monkeypatch.setattr(sandbox, "_folders_held", lambda: [os.getcwd()])
+    assert not any(refused(hook, "open", path, None, os.O_RDONLY) for path in escapes)
+
+
+def test_a_closed_files_name_is_refused_where_its_folder_can_change_under_the_hook(doors):
+    """Another thread can turn descriptor N, or the current folder, into the package's folder between the hook's look
+    and the open: a name reached that way is refused even while it leads elsewhere."""
+    tmp_path, hook, held = doors
+    fd = held("other")
+    os.chdir(tmp_path / "other")
+    for path in ("atoms.py", "./atoms.py", f"/proc/self/fd/{fd}/atoms.py", f"/dev/fd/{fd}/atoms.py",
+                 "/proc/self/cwd/atoms.py"):
+        assert os.path.realpath(path) == str(tmp_path / "other" / "atoms.py")  # elsewhere, as the hook looks
+        assert refused(hook, "open", path, None, os.O_RDONLY), path
+    assert not refused(hook, "open", str(tmp_path / "other" / "atoms.py"), None, os.O_RDONLY)  # the learner's own
+    assert refused(hook, "open", str(tmp_path / "pkg" / "atoms.py"), None, os.O_RDONLY)
+
+
+def test_links_renames_listings_and_symlinks_are_judged_too(doors):
+    tmp_path, hook, held = doors
+    pkg, hidden = held("pkg"), held("course/hidden")
+    assert refused(hook, "os.link", "atoms.py", "/tmp/stolen.py", pkg, -1)  # a hard link: another name for it
+    assert refused(hook, "os.rename", str(tmp_path / "pkg" / "atoms.py"), "/tmp/stolen.py", -1, -1)
+    assert refused(hook, "os.listdir", str(tmp_path / "course" / "hidden"))
+    assert refused(hook, "os.scandir", hidden)
+    assert not refused(hook, "os.listdir", pkg) and not refused(hook, "os.link", "x.py", "y.py", pkg, -1)
+    # Symlinks (which another thread can swap under the hook) only where files are closed.
+    assert refused(hook, "os.symlink", str(tmp_path / "pkg"), "folder", -1)
+    assert not refused(sandbox._doors([str(tmp_path / "course" / "hidden")]), "os.symlink", "a", "b", -1)
