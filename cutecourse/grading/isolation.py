@@ -509,7 +509,9 @@ class Walls:
 
     def __init__(self, isolation: Isolation, limits: Limits, gpu: bool, package_dir: Path,
                  work: Path | None = None):
-        self.isolation, self.limits, self.gpu = isolation, limits, gpu
+        self.isolation = isolation
+        self.limits = limits
+        self.gpu = gpu
         self.package_dir = Path(package_dir).resolve()
         self.work = Path(work) if work else Path(tempfile.mkdtemp(prefix="cutecourse-walls-"))
         self.work.mkdir(parents=True, exist_ok=True)
@@ -538,7 +540,9 @@ class Walls:
     def reopen(cls, spec_path: str) -> "Walls":
         spec = JailSpec.load(spec_path)
         walls = cls.__new__(cls)
-        walls.isolation, walls.limits, walls.gpu = spec.isolation, spec.limits, spec.gpu
+        walls.isolation = spec.isolation
+        walls.limits = spec.limits
+        walls.gpu = spec.gpu
         walls.package_dir = Path(spec.package_dir)
         walls.work = Path(spec_path).parent
         walls.owned = False

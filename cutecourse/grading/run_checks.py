@@ -70,8 +70,9 @@ def run_nbval(g: Grade) -> tuple[dict[int, tuple[str, str]], dict[str, str]]:
     nbio.dump(merged_notebook(g.master, g.sub, g.gpu, g.exercises), path)
     # The kernel works in a tmpfs of its own (in bubblewrap); what the grader shares with it is in host folders: its
     # sockets, and the checks' cases and the records (bounded by the disk watchdog).
-    scratch, runtime, shared = g.walls.scratch("kernel"), g.walls.scratch("kernel-sockets"), \
-        g.walls.scratch("kernel-records")
+    scratch = g.walls.scratch("kernel")
+    runtime = g.walls.scratch("kernel-sockets")
+    shared = g.walls.scratch("kernel-records")
     records = shared / "records"
     records.mkdir()
     if g.walls.isolation.kind == "uid":

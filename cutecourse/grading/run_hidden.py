@@ -40,7 +40,9 @@ def hidden_tests(course: Course, lesson: str) -> list[HiddenTest]:
     for node in ast.parse(path.read_text()).body:
         if not isinstance(node, ast.FunctionDef) or not node.name.startswith("test"):
             continue
-        exercise, points, gpu = None, 1.0, None
+        exercise = None
+        points = 1.0
+        gpu = None
         for deco in node.decorator_list:
             if not (isinstance(deco, ast.Call) and isinstance(deco.func, ast.Attribute)):
                 continue

@@ -408,7 +408,9 @@ class _Tail(threading.Thread):
 
     def __init__(self, pipe: Any):
         super().__init__(daemon=True)
-        self.pipe, self.chunks, self.size = pipe, collections.deque(), 0
+        self.pipe = pipe
+        self.chunks = collections.deque()
+        self.size = 0
         self.start()
 
     def run(self) -> None:

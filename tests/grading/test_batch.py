@@ -73,7 +73,9 @@ def test_a_worker_that_dies_or_hangs_costs_only_its_own_submission(demo_course, 
 def test_each_worker_gets_one_gpu_and_reports_keep_the_order_given(demo_course, monkeypatch):
     monkeypatch.setattr(batch, "visible_gpus", lambda: ["0", "1"])
     monkeypatch.setattr(isolation, "choose", lambda *a: isolation.Isolation("bwrap", "test"))
-    lock, busy, seen = threading.Lock(), {}, []
+    lock = threading.Lock()
+    busy = {}
+    seen = []
 
     def fake_worker(submission, course, options, gpu, live):
         with lock:
