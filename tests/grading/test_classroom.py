@@ -18,7 +18,7 @@ import yaml
 
 from cutecourse import env as machine
 from cutecourse.cli import main
-from cutecourse.grading import classroom, grader, isolation, reports
+from cutecourse.grading import build, classroom, grader, isolation, reports
 
 from .jail import needs_jail
 from .submissions import DEMO, ROOT
@@ -28,8 +28,9 @@ pytestmark = pytest.mark.slow
 #: `00-demo-0-1` broke it).
 ID = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 EXPRESSION = re.compile(r"\$\{\{(.*?)\}\}")
-#: What a GitHub expression may read here: contexts, and string literals.
-CONTEXTS = re.compile(r"(vars|secrets|steps|github)\.[A-Za-z_][A-Za-z0-9_.-]*|'[^']*'|\|\|")
+#: What a GitHub expression may read here: contexts, and string literals. No `vars`: a student who owns the repository
+#: sets its variables.
+CONTEXTS = re.compile(r"(secrets|steps|github|runner)\.[A-Za-z_][A-Za-z0-9_.-]*|'[^']*'|\|\|")
 
 
 def workflow(capsys, *args: str) -> str:
@@ -63,8 +64,9 @@ def test_the_workflow_is_one_job_github_accepts_without_classroom(capsys):
     assert all(s["with"]["persist-credentials"] is False for s in job["steps"] if s.get("uses", "").startswith(
         "actions/checkout"))
     grade = next(s["run"] for s in job["steps"] if s.get("id") == "grade")
-    assert ("cutecourse grade exercises/02_layouts.ipynb exercises/05_tiled_mma.ipynb --course .cutecourse "
-            "--timeout 120 --gpu-graded-elsewhere --out grading") in grade
+    assert ("PYTHONSAFEPATH=1 python -I -m cutecourse.cli grade exercises/02_layouts.ipynb "
+            "exercises/05_tiled_mma.ipynb --course .cutecourse --timeout 120 --gpu-graded-elsewhere "
+            '--out "$RUNNER_TEMP/grading"') in grade
 
 
 def test_the_workflow_refuses_what_a_student_repository_cannot_hold(capsys):
@@ -82,9 +84,33 @@ def test_the_workflow_refuses_what_a_student_repository_cannot_hold(capsys):
 def test_the_workflow_says_when_its_course_commit_is_on_no_remote(capsys, monkeypatch):
     monkeypatch.setattr(classroom, "_git", lambda root, *args: "" if args[0] == "branch" else "abc123def4567890")
     text = workflow(capsys, "exercises/02_layouts.ipynb")
-    assert "vars.CUTECOURSE_REF || 'abc123def4567890'" in text
+    assert "          ref: abc123def4567890\n" in text
     assert main(["grade", "--workflow", "exercises/02_layouts.ipynb"]) == 0
     assert "abc123def456 is on no remote branch" in capsys.readouterr().err
+
+
+def test_the_workflow_names_its_course_literally_and_reads_no_variables(capsys, monkeypatch):
+    """A student who owns the repository sets its variables: CUTECOURSE_REPOSITORY/REF once chose the course that
+    graded them. The repository and commit are written in the workflow when it is made."""
+    monkeypatch.setattr(classroom, "_git", lambda root, *args: "0123456789abcdef0123456789abcdef01234567")
+    text = workflow(capsys, "exercises/02_layouts.ipynb")
+    steps = yaml.safe_load(text)["jobs"]["grade"]["steps"]
+    course = next(s for s in steps if s["name"].startswith("Check out the course"))["with"]
+    slug = build.Repository.of(ROOT).url.removeprefix("https://github.com/")
+    assert (course["repository"], course["ref"]) == (slug, "0123456789abcdef0123456789abcdef01234567")
+    assert "vars." not in text and "CUTECOURSE_REPOSITORY" not in text and "CUTECOURSE_REF" not in text
+    assert course["token"] == "${{ secrets.CUTECOURSE_TOKEN || github.token }}"  # a private course's read token
+    assert not any("apt-get" in s.get("run", "") for s in steps)  # bubblewrap comes with the course
+
+
+def runner_env(tmp_path: Path) -> dict[str, str]:
+    """The variables a GitHub runner gives a step, its files made; the install step's PATH."""
+    env = dict(os.environ, GITHUB_OUTPUT=str(tmp_path / "output"), GITHUB_STEP_SUMMARY=str(tmp_path / "summary"),
+               RUNNER_TEMP=str(tmp_path / "runner_temp"), PATH=f"{Path(sys.executable).parent}{os.pathsep}"
+               f"{os.environ['PATH']}")
+    Path(env["GITHUB_OUTPUT"]).write_text("")
+    Path(env["RUNNER_TEMP"]).mkdir()
+    return env
 
 
 def run_step(script: str, workspace: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -105,11 +131,9 @@ def test_the_workflow_grades_as_written(capsys, tmp_path, monkeypatch):
     workspace.mkdir()
     (workspace / classroom.COURSE_DIR).symlink_to(ROOT)  # the course checkout step, done
     shutil.copy(DEMO / "solutions" / "00_demo.ipynb", workspace / "00_demo.ipynb")  # the submission checkout
-    env = dict(os.environ, GITHUB_OUTPUT=str(tmp_path / "output"), GITHUB_STEP_SUMMARY=str(tmp_path / "summary"),
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # the install step's PATH
-    Path(env["GITHUB_OUTPUT"]).write_text("")
-    install = steps["Install the course, and bubblewrap for the grader's jail"]["run"]
-    assert f"{classroom.COURSE_DIR}/tools/course.py setup --extras grade" in install
+    env = runner_env(tmp_path)
+    install = steps["Install the course (it brings bubblewrap, the grader's jail, from PyPI)"]["run"]
+    assert f"python -I {classroom.COURSE_DIR}/tools/course.py setup --extras grade" in install
     graded = run_step(steps["Grade"]["run"], workspace, env)
     assert graded.returncode == 0, graded.stderr
     assert Path(env["GITHUB_OUTPUT"]).read_text() == "exit_code=0\n"
@@ -123,7 +147,7 @@ def test_the_workflow_grades_as_written(capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(workspace)
     main(["grade", "00_demo.ipynb", "--course", str(DEMO), "--hidden", str(DEMO / "hidden"), "--timeout", "30",
           "--gpu-graded-elsewhere", "--out", str(here)])
-    assert (workspace / "grading" / "grades.csv").read_text() == (here / "grades.csv").read_text()
+    assert (Path(env["RUNNER_TEMP"]) / "grading" / "grades.csv").read_text() == (here / "grades.csv").read_text()
     # A wrong answer fails the job.
     nb = json.loads((workspace / "00_demo.ipynb").read_text())
     for cell in nb["cells"]:
@@ -133,6 +157,54 @@ def test_the_workflow_grades_as_written(capsys, tmp_path, monkeypatch):
     Path(env["GITHUB_OUTPUT"]).write_text("")
     assert run_step(steps["Grade"]["run"], workspace, env).returncode == 0
     assert run_step(steps["Full points, or fail"]["run"], workspace, env).returncode == 1
+
+
+#: A module the student's checkout plants to forge the points: it leaves its mark, writes full points where the
+#: reports go and says so, then ends the process.
+FORGER = """
+import os, sys
+open({marker!r}, "a").write(__name__ + " " + repr(sys.argv) + " " + os.getcwd() + "\\n")
+for folder in (os.path.join(os.environ["RUNNER_TEMP"], "grading"), "grading"):
+    os.makedirs(folder, exist_ok=True)
+    open(os.path.join(folder, "results.json"), "w").write('{{"score": 24, "max_score": 24}}')
+print("::notice title=cutecourse::24/24 points")
+sys.exit(0)
+"""
+
+
+@needs_jail
+def test_the_students_files_cannot_forge_the_workflows_points(capsys, tmp_path, monkeypatch):
+    """Issue 32: the Points step ran `python -c "import json..."` in the student's checkout, where a json.py replaced
+    the standard module: it printed 24/24 for a 0/24 grade and rewrote the reports. Its Pythons now run isolated, and
+    the reports are written and read outside the checkout."""
+    monkeypatch.chdir(tmp_path)
+    text = workflow(capsys, "00_demo.ipynb", "--course", str(DEMO), "--hidden", str(DEMO / "hidden"),
+                    "--timeout", "30", "--gpu-graded-elsewhere")
+    steps = {s["name"]: s for s in yaml.safe_load(text)["jobs"]["grade"]["steps"]}
+    workspace, marker = tmp_path / "workspace", tmp_path / "forged"
+    (workspace / "cutecourse").mkdir(parents=True)
+    (workspace / classroom.COURSE_DIR).symlink_to(ROOT)
+    nb = json.loads((DEMO / "exercises" / "00_demo.ipynb").read_text())  # nothing answered: no point earned
+    (workspace / "00_demo.ipynb").write_text(json.dumps(nb))
+    forger = FORGER.format(marker=str(marker))
+    for name in ("json.py", "sitecustomize.py", "usercustomize.py", "cutecourse/__init__.py", "cutecourse/cli.py",
+                 "cutecourse/__main__.py"):
+        (workspace / name).write_text(forger)
+    (workspace / "grading").mkdir()
+    (workspace / "grading" / "results.json").write_text('{"score": 24, "max_score": 24}')  # a grade's reports, early
+    env = runner_env(tmp_path)
+    assert run_step(steps["Grade"]["run"], workspace, env).returncode == 0
+    points = run_step(steps["Points"]["run"], workspace, env)
+    most = 7 if machine.gpu_missing(80) is None else 3
+    assert points.returncode == 0 and points.stdout.strip() == f"::notice title=cutecourse::0/{most} points"
+    assert json.loads((Path(env["RUNNER_TEMP"]) / "grading" / "results.json").read_text())["score"] == 0
+    assert Path(env["GITHUB_OUTPUT"]).read_text() == "exit_code=1\n"
+    assert not marker.exists(), marker.read_text()
+    # The planted files forge the points of a Python run as the workflow ran them before.
+    for old in ("python -c 'import json'", "python -m cutecourse.cli grade 00_demo.ipynb"):
+        forged = run_step(old, workspace, env)
+        assert "::notice title=cutecourse::24/24 points" in forged.stdout, (old, forged.stderr)
+    assert [line.split()[0] for line in marker.read_text().splitlines()] == ["json", "cutecourse"]
 
 
 @pytest.fixture
