@@ -138,8 +138,9 @@ def in_worker(submission: str | Path, course: grader.Course, options: dict[str, 
     limit = worker_limit(submission, course, options)
     with tempfile.TemporaryDirectory(prefix="cutecourse-batch-") as tmp:
         out = Path(tmp) / "report.json"
-        command = [sys.executable, "-m", "cutecourse.grading.batch", str(submission), "--course", str(course.root),
-                   "--hidden", str(course.hidden), "--options", json.dumps(options), "--report", str(out)]
+        command = isolation.python_module("cutecourse.grading.batch", str(submission), "--course", str(course.root),
+                                          "--hidden", str(course.hidden), "--options", json.dumps(options),
+                                          "--report", str(out))
         env = dict(os.environ, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {}))
         worker = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
                                   start_new_session=True)

@@ -325,6 +325,14 @@ class JailSpec:
         return cls(**data)
 
 
+def python_module(module: str, *args: str) -> list[str]:
+    """The command line of ``python -m module args`` without the current folder first on sys.path: the grader may be
+    started from a folder of a student's files, whose ``cutecourse/`` or ``pytest.py`` would otherwise be imported in
+    the grader's own processes (``-P`` does this from Python 3.11; the course runs on 3.10 too)."""
+    run = f"import runpy, sys; del sys.path[0]; runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"
+    return [sys.executable, "-c", run, *args]
+
+
 def hidden_in_package(package_dir: Path) -> list[Path]:
     """Folders of the package a learner process may not see: the checks, which hold the references."""
     return [package_dir / "grading" / "checks"]
@@ -614,7 +622,7 @@ class Walls:
         """The command line that runs `command` inside a jail with this `scratch` folder (and these variables)."""
         spec_path = scratch.with_suffix(".json")
         self._spec(scratch, writable, env).dump(spec_path)
-        return [sys.executable, "-m", "cutecourse.grading.isolation", str(spec_path), "--", *command]
+        return python_module("cutecourse.grading.isolation", str(spec_path), "--", *command)
 
     def popen(self, command: list[str], scratch: Path, env: dict[str, str] | None = None,
               **kw: Any) -> subprocess.Popen:

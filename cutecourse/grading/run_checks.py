@@ -81,8 +81,8 @@ def run_nbval(g: Grade) -> tuple[dict[int, tuple[str, str]], dict[str, str]]:
     specs = {n: checks_module.REGISTRY[n].spec() for n in names if n in checks_module.REGISTRY}
     # The cases only: what the learner's functions return on them is judged here, against the grader's own cases.
     (shared / "check-specs.json").write_text(json.dumps(specs))
-    kernel = g.walls.command([sys.executable, "-m", "cutecourse.grading.sandbox", "--kernel", "-f",
-                              "{connection_file}"], scratch, writable=[str(runtime), str(shared)],
+    command = isolation.python_module("cutecourse.grading.sandbox", "--kernel", "-f", "{connection_file}")
+    kernel = g.walls.command(command, scratch, writable=[str(runtime), str(shared)],
                              env={sandbox.CHECK_SPECS_ENV: str(shared / "check-specs.json"),
                                   sandbox.RECORDS_ENV: str(records),
                                   "CUTECOURSE_DENY": os.pathsep.join(g.course.deny())})

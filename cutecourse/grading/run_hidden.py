@@ -7,7 +7,6 @@ from __future__ import annotations
 import ast
 import json
 import os
-import sys
 from dataclasses import dataclass
 
 from cutecourse.grading import isolation, plugin, pytest_run, sandbox
@@ -69,9 +68,10 @@ def grade_hidden(g: Grade, expected: list[HiddenTest]) -> list[TestResult]:
     run_env = dict(os.environ, **{plugin.ANSWERS_ENV: str(answers), isolation.WALLS_ENV: str(g.walls.spec_path),
                                   sandbox.TIMEOUT_ENV: str(g.timeout),
                                   sandbox.DEADLINE_ENV: repr(g.deadline - WRAP_UP_S)})
-    cmd = [sys.executable, "-m", "pytest", str(g.course.hidden / f"test_{g.lesson}.py"), "-p",
-           "cutecourse.grading.plugin", "--noconftest", "-p", "no:nbval", "-p", "no:cacheprovider", "-o", "addopts=",
-           "-q", f"--junitxml={xml}", f"--rootdir={g.course.hidden}"]
+    cmd = isolation.python_module("pytest", str(g.course.hidden / f"test_{g.lesson}.py"),
+                                  "-p", "cutecourse.grading.plugin", "--noconftest", "-p", "no:nbval",
+                                  "-p", "no:cacheprovider", "-o", "addopts=", "-q", f"--junitxml={xml}",
+                                  f"--rootdir={g.course.hidden}")
     if g.exercises is not None:
         cmd.append(f"--cutecourse-exercise={','.join(sorted(g.exercises))}")
     finished = pytest_run.run(cmd, g.deadline, cwd=g.work, env=run_env)

@@ -479,8 +479,10 @@ class Learner:
         self._stderr: _Tail | None = None
 
     def _start(self) -> None:
+        from cutecourse.grading import isolation
+
         scratch = self.walls.scratch("learner")
-        self.process = self.walls.popen([sys.executable, "-m", "cutecourse.grading.sandbox"], scratch,
+        self.process = self.walls.popen(isolation.python_module("cutecourse.grading.sandbox"), scratch,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert self.process.stdin is not None and self.process.stdout is not None
         fcntl.fcntl(self.process.stdout, fcntl.F_SETFL, fcntl.fcntl(self.process.stdout, fcntl.F_GETFL) | os.O_NONBLOCK)

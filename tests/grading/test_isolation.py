@@ -146,3 +146,13 @@ def test_the_launcher_refuses_a_bad_command_line():
     run = subprocess.run([sys.executable, "-m", "cutecourse.grading.isolation", "spec.json"], capture_output=True,
                          text=True)
     assert run.returncode != 0 and "usage" in run.stderr.lower()
+
+
+def test_the_graders_own_pythons_do_not_import_from_the_folder_it_was_started_in(tmp_path):
+    """A student's `platform.py` (or `cutecourse/`, `pytest.py`) in the grader's current folder: `python -m` would
+    import it in the grader's processes; `python_module` does not."""
+    (tmp_path / "platform.py").write_text("print('forged')\n")
+    planted = subprocess.run([sys.executable, "-m", "platform"], cwd=tmp_path, capture_output=True, text=True)
+    assert planted.stdout.strip() == "forged"  # the hole python_module closes
+    ours = subprocess.run(isolation.python_module("platform"), cwd=tmp_path, capture_output=True, text=True)
+    assert ours.returncode == 0 and ours.stdout.strip() not in ("", "forged"), ours
