@@ -12,7 +12,7 @@ import textwrap
 import pytest
 
 from cutecourse import env
-from cutecourse.grading import checks, grader, reports
+from cutecourse.grading import checks, reports, results
 
 from .submissions import answer_from_file, assert_failed, edited, grade_lesson, lesson_solution, statuses
 
@@ -125,5 +125,5 @@ def test_on_a_gpu_a_kernel_without_predicate_fails_and_the_grader_survives(tmp_p
     report = grade_lesson(tmp_path, L3, {"3.2": TRANSPOSE_UNGUARDED, "3.1": lesson_solution(L3, "3.1")}, timeout=300,
                           exercises={"3.1", "3.2"})
     state = statuses(report)
-    assert state["hidden test_batched_transpose_on_random_batches_and_dtypes"] == grader.FAILED
+    assert state["hidden test_batched_transpose_on_random_batches_and_dtypes"] == results.FAILED
     assert report.exercises()["3.1"] == (3.0, 3.0), reports.summary(report)

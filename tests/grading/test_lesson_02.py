@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cutecourse.grading import checks, grader, reports
+from cutecourse.grading import checks, grader, reports, results
 from cutecourse.grading import notebook as nbio
 
 from .forbidden_calls import assert_forbidden_calls_score_zero, assert_right_but_forbidden
@@ -95,7 +95,7 @@ def test_every_check_and_hidden_test_fails_on_a_wrong_answer(tmp_path):
                                               "composition_on_random_layouts",
                                               "predict_logical_divide_on_random_layouts",
                                               "predict_logical_product_on_random_layouts")}
-    assert set(names) == expected and set(names.values()) == {grader.FAILED}, names
+    assert set(names) == expected and set(names.values()) == {results.FAILED}, names
 
 
 def _wrong_function(exercise: str):

@@ -17,7 +17,7 @@ import pytest
 
 from cutecourse import env
 from cutecourse import fragments as F
-from cutecourse.grading import checks, grader, reports
+from cutecourse.grading import checks, grader, reports, results
 from cutecourse.grading import notebook as nbio
 from cutecourse.grading.checks import l05_tiled_mma as L
 
@@ -205,7 +205,7 @@ def test_the_packages_own_step_3_earns_no_kernel_points(partial_report):
     assert report.exercises()["5.5"][0] == 0 and report.exercises()["5.6"][0] == 0, reports.summary(report)
     state = statuses(report)
     for exercise in ("5.5", "5.6"):
-        assert state[f"hidden test_{CPU_HIDDEN[exercise]}"] == grader.FAILED, reports.summary(report)
+        assert state[f"hidden test_{CPU_HIDDEN[exercise]}"] == results.FAILED, reports.summary(report)
     output = next(t.output for t in report.tests if t.name.startswith(f"hidden test_{CPU_HIDDEN['5.5']}"))
     assert "0 mma.sync.m16n8k8" in output, output
 
@@ -312,7 +312,7 @@ def test_on_a_gpu_the_solutions_kernels_earn_every_point(tmp_path):
     assert report.exercises()["5.5"] == (6.0, 6.0) and report.exercises()["5.6"] == (6.0, 6.0), reports.summary(report)
     state = statuses(report)
     for name in [f"hidden test_{t}" for t in GPU_HIDDEN.values()] + [f"check {c}" for c in GPU_CHECKS.values()]:
-        assert state[name] == grader.PASSED, (name, reports.summary(report))
+        assert state[name] == results.PASSED, (name, reports.summary(report))
 
 
 @pytest.mark.gpu(80)

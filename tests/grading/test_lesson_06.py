@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from cutecourse import env
-from cutecourse.grading import checks, grader, reports
+from cutecourse.grading import checks, grader, reports, results
 from cutecourse.grading.checks import l06_smem_pipelines as L
 
 from .forbidden_calls import assert_forbidden_calls_score_zero, assert_right_but_forbidden
@@ -171,7 +171,7 @@ def test_partly_right_submission_scores_exactly_its_points(partial_report):
 def test_the_packages_own_kernels_earn_no_kernel_points(partial_report):
     state = statuses(partial_report)
     for exercise in ("6.4", "6.5"):
-        assert state[f"hidden test_{CPU_HIDDEN[exercise]}"] == grader.FAILED, reports.summary(partial_report)
+        assert state[f"hidden test_{CPU_HIDDEN[exercise]}"] == results.FAILED, reports.summary(partial_report)
     output = outputs(partial_report)
     assert "waits once per K tile" in output[f"hidden test_{CPU_HIDDEN['6.4']}"]
     assert "CTAs of 128 threads" in output[f"hidden test_{CPU_HIDDEN['6.5']}"]
@@ -255,7 +255,7 @@ def test_on_a_gpu_the_solutions_kernels_earn_every_point(tmp_path):
         reports.summary(report)
     state = statuses(report)
     for name in [f"hidden test_{t}" for t in GPU_HIDDEN.values()] + [f"check {c}" for c in GPU_CHECKS.values()]:
-        assert state[name] == grader.PASSED, (name, reports.summary(report))
+        assert state[name] == results.PASSED, (name, reports.summary(report))
 
 
 @pytest.mark.gpu(90)
@@ -291,8 +291,8 @@ def test_on_a_gpu_a_wrong_swizzle_fails_the_gemm_and_the_grader_survives(tmp_pat
     report = submit(tmp_path, {"6.4": WRONG_SWIZZLE_6_4}, exercises={"6.4"})
     assert report.exercises()["6.4"][0] <= 2.0, reports.summary(report)
     state = statuses(report)
-    assert state[f"hidden test_{GPU_HIDDEN['6.4']}"] == grader.FAILED, reports.summary(report)
-    assert state[f"check {GPU_CHECKS['6.4']}"] == grader.FAILED, reports.summary(report)
+    assert state[f"hidden test_{GPU_HIDDEN['6.4']}"] == results.FAILED, reports.summary(report)
+    assert state[f"check {GPU_CHECKS['6.4']}"] == results.FAILED, reports.summary(report)
 
 
 def cell_constants(source: str) -> dict[str, object]:

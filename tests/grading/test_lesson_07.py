@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cutecourse.grading import checks, grader, reports
+from cutecourse.grading import checks, grader, reports, results
 from cutecourse.grading.checks import l07_epilogue as L
 
 from .forbidden_calls import assert_forbidden_calls_score_zero, assert_right_but_forbidden
@@ -150,8 +150,8 @@ def test_partly_right_submission_scores_exactly_its_points(partial_report):
     got = {e: partial_report.exercises()[e][0] for e in sorted(CPU)}
     assert got == {"7.1": 1.0, "7.2": 3.0}, reports.summary(partial_report)
     state = statuses(partial_report)
-    assert state[f"check {CHECKS['7.1']}"] == grader.PASSED, reports.summary(partial_report)
-    assert state[f"hidden test_{CPU_HIDDEN['7.1']}"] == grader.FAILED, reports.summary(partial_report)
+    assert state[f"check {CHECKS['7.1']}"] == results.PASSED, reports.summary(partial_report)
+    assert state[f"hidden test_{CPU_HIDDEN['7.1']}"] == results.FAILED, reports.summary(partial_report)
 
 
 # --------------------------------------------------------------------------- what the exercise forbids
@@ -214,7 +214,7 @@ def test_on_a_gpu_the_kernels_earn_every_point_and_a_wrong_activation_loses_the_
     variant, hint = FUSED_GPU_MISTAKES["a plain ReLU"]
     wrong = grade_lesson(tmp_path / "relu", LESSON, {"7.3": variant()}, timeout=300, exercises={"7.3"})
     assert wrong.exercises()["7.3"] == (2.0, 6.0), reports.summary(wrong)
-    assert statuses(wrong)[f"hidden test_{GPU_HIDDEN['7.3']}"] == grader.FAILED, reports.summary(wrong)
+    assert statuses(wrong)[f"hidden test_{GPU_HIDDEN['7.3']}"] == results.FAILED, reports.summary(wrong)
     assert hint in outputs(wrong)[f"hidden test_{GPU_HIDDEN['7.3']}"], reports.summary(wrong)
 
 
@@ -229,4 +229,4 @@ def test_the_worked_example_and_the_packages_epilogue_as_the_kernel_answers_scor
     assert report.exercises()["7.3"][0] == 0.0 and report.exercises()["7.4"][0] == 0.0, reports.summary(report)
     state = statuses(report)
     for hidden in ("fused_epilogue_ptx_for_both_dtypes_and_archs", "vector_store_ptx_for_both_dtypes_and_archs"):
-        assert state[f"hidden test_{hidden}"] == grader.FAILED, reports.summary(report)
+        assert state[f"hidden test_{hidden}"] == results.FAILED, reports.summary(report)

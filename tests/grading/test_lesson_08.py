@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import pytest
 
-from cutecourse.grading import checks, grader, reports, sandbox, wire
+from cutecourse.grading import checks, grader, reports, results, sandbox, wire
 from cutecourse.grading.checks import l08_dispatch as L
 
 from .submissions import (ROOT, answer_from_file, assert_failed, edited, grade_lesson, hard_coded, lesson_solution,
@@ -361,8 +361,8 @@ def test_partly_right_submission_scores_exactly_its_points(partial_report):
         reports.summary(partial_report)
     state = statuses(partial_report)
     for exercise in ("8.1", "8.3"):
-        assert state[f"check {CHECKS[exercise]}"] == grader.PASSED, reports.summary(partial_report)
-        assert state[f"hidden test_{HIDDEN[exercise]}"] == grader.FAILED, reports.summary(partial_report)
+        assert state[f"check {CHECKS[exercise]}"] == results.PASSED, reports.summary(partial_report)
+        assert state[f"hidden test_{HIDDEN[exercise]}"] == results.FAILED, reports.summary(partial_report)
     assert "does not name the right fallback" in outputs(partial_report)[f"hidden test_{HIDDEN['8.3']}"]
 
 
