@@ -329,7 +329,9 @@ def python_module(module: str, *args: str) -> list[str]:
     """The command line of ``python -m module args`` without the current folder first on sys.path: the grader may be
     started from a folder of a student's files, whose ``cutecourse/`` or ``pytest.py`` would otherwise be imported in
     the grader's own processes (``-P`` does this from Python 3.11; the course runs on 3.10 too)."""
-    run = f"import runpy, sys; del sys.path[0]; runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"
+    # `-c` puts "" (the current folder) first, unless PYTHONSAFEPATH (which the workflow sets) already left it out.
+    run = (f"import runpy, sys; sys.path[:1] = [p for p in sys.path[:1] if p]; "
+           f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)")
     return [sys.executable, "-c", run, *args]
 
 

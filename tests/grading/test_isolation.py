@@ -3,6 +3,7 @@ per submission whether or not there is a cgroup."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -154,5 +155,8 @@ def test_the_graders_own_pythons_do_not_import_from_the_folder_it_was_started_in
     (tmp_path / "platform.py").write_text("print('forged')\n")
     planted = subprocess.run([sys.executable, "-m", "platform"], cwd=tmp_path, capture_output=True, text=True)
     assert planted.stdout.strip() == "forged"  # the hole python_module closes
-    ours = subprocess.run(isolation.python_module("platform"), cwd=tmp_path, capture_output=True, text=True)
-    assert ours.returncode == 0 and ours.stdout.strip() not in ("", "forged"), ours
+    for safe_path in ("", "1"):  # PYTHONSAFEPATH (the workflow sets it) already leaves "" out: nothing else goes
+        env = dict(os.environ, PYTHONSAFEPATH=safe_path)
+        ours = subprocess.run(isolation.python_module("platform"), cwd=tmp_path, capture_output=True, text=True,
+                              env=env)
+        assert ours.returncode == 0 and ours.stdout.strip() not in ("", "forged"), ours
