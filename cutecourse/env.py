@@ -19,8 +19,16 @@ DSL_PIN = "4.8.1"
 #: The arch kernels are compiled for when there is no GPU (compile-only mode). sm_90a has every instruction the
 #: course uses; sm_80 kernels are compiled explicitly where a lesson needs them.
 COMPILE_ONLY_ARCH = "sm_90a"
-#: Oldest driver for each CUDA major version the DSL's libraries and cuda-bindings are built against.
-MIN_DRIVER = {12: (575, "CUDA 12.9"), 13: (580, "CUDA 13")}
+#: Oldest driver for each CUDA major version the DSL's libraries and cuda-bindings are built against: the driver of
+#: that CUDA Toolkit's first release (NVIDIA's CUDA release notes, table 3; the DSL's quick start names 575.51.03
+#: for its CUDA 12.9 build).
+MIN_DRIVER = {12: ("575.51.03", "CUDA 12.9"), 13: ("580.65.06", "CUDA 13.0")}
+#: Where NVIDIA ships the CuTe DSL's wheels (``sys.platform``, ``platform.machine()``): Linux x86_64 and aarch64, and
+#: Windows x86_64 (4.8.1's quick start; pip resolves no wheel for macOS or Windows on ARM). pyproject.toml's marker
+#: on the DSL names the same platforms (tests/unit/test_dsl_platforms.py holds them, and the wheels, together).
+DSL_PLATFORMS = (("linux", "x86_64"), ("linux", "aarch64"), ("win32", "AMD64"))
+#: What runs the kernels where this machine cannot: the Modal lab (README, "Where to run it").
+MODAL_LAB = "the Modal lab on an H100 (modal run cloud/modal_lab.py)"
 #: The CuTe DSL compiles and launches kernels for sm_80 and newer only (its FAQ; on a T4, sm_75, `cute.compile`
 #: fails with "-arch=compute_ is an unsupported option"). Older GPUs get the compile-only mode of a CPU machine.
 MIN_KERNEL_CAPABILITY = (8, 0)
@@ -55,7 +63,33 @@ class Machine:
 
     @property
     def can_run_kernels(self) -> bool:
-        return self.dsl is not None and self.capability is not None and self.capability >= MIN_KERNEL_CAPABILITY
+        return self.kernels_blocked() is None
+
+    def kernels_blocked(self, cc: int = 80) -> str | None:
+        """Why this machine cannot launch the course's kernels for sm_`cc`, with what works instead; None where it
+        can. The one verdict behind the doctor's "can do" line, the ``%%gpu`` magic and the ``gpu(cc)`` marker: the
+        DSL, the GPU's arch, the driver the DSL's build needs, and a torch that makes CUDA tensors."""
+        if self.dsl is None:
+            return f"needs the CuTe DSL and an sm_{cc} GPU"
+        if self.capability is None:
+            return f"needs sm_{cc}; this machine has no GPU"
+        have = self.capability[0] * 10 + self.capability[1]
+        if have < cc:
+            return f"needs sm_{cc}; this GPU is sm_{have}"
+        short = driver_shortfall(self)
+        if short is not None:
+            need, cuda, what = short
+            instead = (f"Colab's driver cannot be changed: the compile-only parts run here, and {MODAL_LAB} runs the "
+                       "kernels" if self.colab else
+                       "upgrade the driver (cutecourse doctor prints the command); until then the compile-only parts "
+                       "run")
+            return (f"needs NVIDIA driver >= {need} ({cuda}) for {' and '.join(what)}; this driver is "
+                    f"{self.driver}: {instead}")
+        if self.torch is None or self.torch_cuda is None:
+            which = "no torch is installed" if self.torch is None else f"torch {self.torch} is a CPU build"
+            return (f"needs torch's CUDA build (the kernels run on its CUDA tensors), and {which}: install one from "
+                    "https://pytorch.org/get-started/locally/")
+        return None
 
     def capabilities(self) -> str:
         """One line: which lessons this machine can do."""
@@ -68,6 +102,10 @@ class Machine:
             return (f"lessons 1-2 and the compile-only parts of 3-8 (the CuTe DSL runs kernels on sm_80+ only and "
                     f"this GPU is {self.sm}; kernels compile for {COMPILE_ONLY_ARCH}, and their GPU cells say why "
                     "they do not run)")
+        blocked = self.kernels_blocked()
+        if blocked is not None:
+            return (f"lessons 1-2 and the compile-only parts of 3-8 (kernels compile for {COMPILE_ONLY_ARCH}; they "
+                    f"do not run here: {blocked})")
         if major == 8:
             return f"lessons 1-8 except TMA/wgmma ({self.sm})"
         if major == 9:
@@ -176,41 +214,59 @@ def _check(m: Machine) -> None:
     if sys.version_info < (3, 10):
         m.warnings.append(f"Python {m.python} is too old; the course needs 3.10+: "
                           "conda env create -f environment.yml && conda activate cutecourse")
-    if m.dsl is None and sys.platform == "linux":
+    if m.dsl is None and dsl_shipped():
         m.warnings.append(f"the CuTe DSL is not installed: pip install nvidia-cutlass-dsl=={DSL_PIN}")
     elif m.dsl is not None and m.dsl != DSL_PIN:
         m.warnings.append(f"nvidia-cutlass-dsl {m.dsl} is installed; the course is tested with {DSL_PIN}: "
                           f"pip install nvidia-cutlass-dsl=={DSL_PIN}")
     if m.colab and m.dsl is not None and not (m.capability and m.capability >= MIN_KERNEL_CAPABILITY):
         have = f"this runtime's {m.gpu} is {m.sm}" if m.gpu else "this runtime has no GPU"
-        m.warnings.append(f"on Colab, kernels need an sm_80+ GPU and {have}: {COLAB_GPU_RUNTIME} "
+        # Colab's GPU runtimes share one image, and so one driver: where this one is too old, so are the others.
+        where = (f"{COLAB_GPU_RUNTIME}, if its driver is new enough for the DSL (the doctor there says), else "
+                 f"{MODAL_LAB}" if driver_shortfall(m) is None else MODAL_LAB)
+        m.warnings.append(f"on Colab, kernels need an sm_80+ GPU and {have}: {where} "
                           "(lessons 1-2 and the compile-only parts run here as they are)")
-    if m.driver is None or m.dsl is None:
+    short = driver_shortfall(m)
+    if short is None:
         return
-    try:
-        driver_major = int(m.driver.split(".")[0])
-    except ValueError:
-        return
+    need, cuda, what = short
     # Colab's driver comes with the runtime: there the only fix is the DSL's CUDA 12.9 build, where the driver runs it.
-    need_upgrade = (f"upgrade the NVIDIA driver (Ubuntu: sudo apt install nvidia-driver-{MIN_DRIVER[13][0]})"
-                    if not m.colab else None)
+    need_upgrade = (f"upgrade the NVIDIA driver (Ubuntu: sudo apt install "
+                    f"nvidia-driver-{MIN_DRIVER[13][0].split('.')[0]})" if not m.colab else None)
     stay_on_12 = ("or stay on CUDA 12.9: pip uninstall -y nvidia-cutlass-dsl-libs-cu13 && "
                   f"pip install 'cuda-bindings>=12.9,<13' nvidia-cutlass-dsl-libs-cu12=={DSL_PIN}")
-    bindings_major = int(m.cuda_bindings.split(".")[0]) if m.cuda_bindings else None
-    needs = {major: what for major, what in ((m.dsl_cuda_major, f"the DSL's CUDA {m.dsl_cuda_major} libraries"),
-                                              (bindings_major, f"cuda-bindings {m.cuda_bindings}"))
-             if major in MIN_DRIVER and driver_major < MIN_DRIVER[major][0]}
-    if not needs:
-        return
-    need, cuda = MIN_DRIVER[max(needs)]
     # A driver that cannot run CUDA 12.9 can only be upgraded; one that runs 12.9 can also stay there.
-    if driver_major < MIN_DRIVER[12][0]:
-        fix = need_upgrade or ("Colab's driver cannot be upgraded, so this runtime cannot run the kernels; lessons "
-                               "1-2 and the compile-only parts still work")
+    if driver_version(m.driver) < driver_version(MIN_DRIVER[12][0]):
+        fix = need_upgrade or ("Colab's driver cannot be changed, so this runtime cannot run the kernels; lessons "
+                               f"1-2 and the compile-only parts still work, and {MODAL_LAB} runs them")
     else:
         fix = f"{need_upgrade}, {stay_on_12}" if need_upgrade else stay_on_12.removeprefix("or ")
-    m.warnings.append(f"driver {m.driver} is too old for {' and '.join(needs.values())} "
-                      f"({cuda} builds need >= {need}): {fix}")
+    m.warnings.append(f"driver {m.driver} is too old for {' and '.join(what)} ({cuda} builds need >= {need}): {fix}")
+
+
+def driver_version(text: str | None) -> tuple[int, ...] | None:
+    """A driver version as numbers to compare ("570.124.06" -> (570, 124, 6)); None where it is not one."""
+    try:
+        return tuple(int(part) for part in text.split("."))
+    except (AttributeError, ValueError):
+        return None
+
+
+def driver_shortfall(m: Machine) -> tuple[str, str, list[str]] | None:
+    """Where the driver is older than the DSL's build in use needs (its CUDA libraries, and cuda-bindings): the
+    minimum driver, its CUDA and what needs it; None where the driver is new enough, or unknown."""
+    have = driver_version(m.driver)
+    if have is None or m.dsl is None:
+        return None
+    bindings = driver_version(m.cuda_bindings)
+    builds = ((m.dsl_cuda_major, f"the CuTe DSL's CUDA {m.dsl_cuda_major} libraries"),
+              (bindings[0] if bindings else None, f"cuda-bindings {m.cuda_bindings}"))
+    needs = [(major, what) for major, what in builds
+             if major in MIN_DRIVER and have < driver_version(MIN_DRIVER[major][0])]
+    if not needs:
+        return None
+    need, cuda = MIN_DRIVER[max(major for major, _ in needs)]
+    return need, cuda, [what for _, what in needs]
 
 
 def report(m: Machine | None = None) -> str:
@@ -241,14 +297,9 @@ def doctor() -> Machine:
 
 
 def gpu_missing(cc: int) -> str | None:
-    """Why this machine cannot run sm_`cc` code ("needs sm_90; this GPU is sm_80"), or None if it can."""
-    machine = probe()
-    if machine.dsl is None:
-        return f"needs the CuTe DSL and an sm_{cc} GPU"
-    if machine.capability is None:
-        return f"needs sm_{cc}; this machine has no GPU"
-    have = machine.capability[0] * 10 + machine.capability[1]
-    return None if have >= cc else f"needs sm_{cc}; this GPU is sm_{have}"
+    """Why this machine cannot run sm_`cc` kernels ("needs sm_90; this GPU is sm_80"), or None if it can: the
+    doctor's verdict (:meth:`Machine.kernels_blocked`)."""
+    return probe().kernels_blocked(cc)
 
 
 def gpu_cell(line: str, cell: str) -> None:
@@ -264,9 +315,16 @@ def gpu_cell(line: str, cell: str) -> None:
     get_ipython().run_cell(cell)
 
 
+def dsl_shipped(system: str = sys.platform, machine: str | None = None) -> bool:
+    """Whether NVIDIA ships the CuTe DSL for this platform (`system` as ``sys.platform``, `machine` as
+    ``platform.machine()``): DSL_PLATFORMS."""
+    return (system, platform.machine() if machine is None else machine) in DSL_PLATFORMS
+
+
 def dsl_cell(line: str, cell: str) -> None:
     """The ``%%dsl`` cell magic: run the cell where the CuTe DSL imports, otherwise print one line saying what it needs
-    (the DSL is Linux-only; lessons 1-2 keep every fact in eager cells too). Load it with ``%load_ext cutecourse``."""
+    (NVIDIA ships it for Linux and Windows x86_64; lessons 1-2 keep every fact in eager cells too). Load it with
+    ``%load_ext cutecourse``."""
     import importlib.util
 
     from IPython import get_ipython
@@ -276,30 +334,22 @@ def dsl_cell(line: str, cell: str) -> None:
     except (ImportError, ValueError):  # a broken install, or one an environment hides, is as good as none
         found = False
     if not found:
-        fix = (f"pip install nvidia-cutlass-dsl=={DSL_PIN}" if sys.platform == "linux" else
-               "it is Linux-only: run this lesson on Linux, WSL or Colab for these cells")
+        fix = (f"pip install nvidia-cutlass-dsl=={DSL_PIN}" if dsl_shipped() else
+               "NVIDIA ships it for Linux and Windows x86_64 only: run this lesson there, in WSL, on Colab or in "
+               "the Modal lab for these cells")
         print(f"[DSL cell not run: needs the CuTe DSL ({fix}); the eager cells show the same]")
         return
     get_ipython().run_cell(cell)
 
 
 def use_compile_only_arch() -> str | None:
-    """Without a GPU the DSL can launch on (none, or one older than sm_80 such as Colab's T4), point the DSL at
-    COMPILE_ONLY_ARCH so `cute.compile` emits PTX and cubin; returns the arch.
+    """Where the DSL cannot launch kernels (no GPU, one older than sm_80 such as Colab's T4, or a driver too old for
+    the DSL's build), point the DSL at COMPILE_ONLY_ARCH so `cute.compile` emits PTX and cubin; returns the arch.
 
-    Leaves an arch the user already chose alone, and does nothing on a machine with an sm_80+ GPU.
+    Leaves an arch the user already chose alone, and does nothing on a machine that runs the kernels.
     """
-    capability = gpu_capability()
-    if capability is not None and capability >= MIN_KERNEL_CAPABILITY:
+    if probe().can_run_kernels:
         return None
     os.environ.setdefault("CUTE_DSL_ARCH", COMPILE_ONLY_ARCH)
     return os.environ["CUTE_DSL_ARCH"]
 
-
-def gpu_capability() -> tuple[int, int] | None:
-    """GPU 0's compute capability, from nvidia-smi or else torch; None without a GPU."""
-    smi = _nvidia_smi()
-    if smi is not None:
-        return smi[1]
-    gpu = _torch_gpu()
-    return None if gpu is None else gpu[1]

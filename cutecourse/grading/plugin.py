@@ -1,11 +1,12 @@
 """pytest plugin for the course's tests and the hidden tests: the `gpu(cc)` and `exercise(id, points)` markers,
 the `learner` fixture, and, under nbval, GPU-tagged notebook cells whose output is not compared.
 
-`gpu(cc)` skips a test, with the reason, on machines without the DSL or a GPU of compute capability `cc`; the grader
-reports such tests as "not run", never as passed. Hidden tests use `learner`, a :class:`sandbox.Learner` holding the
-answers the grader extracted (``CUTECOURSE_ANSWERS`` names their JSON file), jailed in the submission's walls
-(``CUTECOURSE_WALLS``), without the functions the test's exercise forbids. A hidden test must name its exercise and
-may not be parametrized: its points are its marker's, once.
+`gpu(cc)` skips a test, with the reason, where the doctor's verdict says kernels for `cc` cannot run (no DSL, no GPU
+of compute capability `cc`, a driver too old for the DSL's build, a CPU-only torch); the grader reports such tests
+as "not run", never as passed. Hidden tests use `learner`, a :class:`sandbox.Learner` holding the answers the grader
+extracted (``CUTECOURSE_ANSWERS`` names their JSON file), jailed in the submission's walls (``CUTECOURSE_WALLS``),
+without the functions the test's exercise forbids. A hidden test must name its exercise and may not be
+parametrized: its points are its marker's, once.
 """
 
 from __future__ import annotations
@@ -47,7 +48,6 @@ def _required_capability(marker: pytest.Mark) -> int:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     _only_exercise(config, items)
     machine: env.Machine = config._cutecourse_machine  # type: ignore[attr-defined]
-    have = None if machine.capability is None else machine.capability[0] * 10 + machine.capability[1]
     for item in items:
         cell_tags = getattr(item, "cell", {}).get("metadata", {}).get("tags", [])  # nbval's notebook cells
         if "gpu" in cell_tags:
@@ -60,16 +60,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         marker = item.get_closest_marker("gpu")
         if marker is None:
             continue
-        need = _required_capability(marker)
-        if machine.dsl is None:
-            reason = f"not run: needs the CuTe DSL and sm_{need}"
-        elif have is None:
-            reason = f"not run: needs sm_{need}; this machine has no GPU"
-        elif have < need:
-            reason = f"not run: needs sm_{need}; this GPU is sm_{have}"
-        else:
-            continue
-        item.add_marker(pytest.mark.skip(reason=reason))
+        blocked = machine.kernels_blocked(_required_capability(marker))  # the doctor's verdict, driver included
+        if blocked is not None:
+            item.add_marker(pytest.mark.skip(reason=f"not run: {blocked}"))
 
 
 def _only_exercise(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -10,8 +10,8 @@ from cutecourse.cli import main
 
 
 def machine(**kw):
-    base = dict(python="3.12.0", os="Linux x86_64", torch="2.13.0", dsl=env.DSL_PIN, dsl_cuda_major=13,
-                cuda_bindings="13.0.1")
+    base = dict(python="3.12.0", os="Linux x86_64", torch="2.13.0", torch_cuda="13.0", dsl=env.DSL_PIN,
+                dsl_cuda_major=13, cuda_bindings="13.0.1")
     base.update(kw)
     m = env.Machine(**base)
     env._check(m)
@@ -124,6 +124,114 @@ def test_colab_is_detected_from_its_kernel_or_its_environment(monkeypatch):
 def test_compile_only_mode_covers_gpus_the_dsl_cannot_target(monkeypatch, smi, arch):
     monkeypatch.setattr(env, "_nvidia_smi", lambda: smi)
     monkeypatch.setattr(env, "_torch_gpu", lambda: None)
+    monkeypatch.setattr(env, "_torch_cuda_build", lambda: "12.8")  # a torch that makes CUDA tensors
     monkeypatch.delenv("CUTE_DSL_ARCH", raising=False)
     assert env.use_compile_only_arch() == arch
     assert env.os.environ.get("CUTE_DSL_ARCH") == arch
+
+
+#: Colab's GPU image (googlecolab/backend-info, 2026-08-19): cuda-compat-12-8 570.124.06, cuda-bindings 12.9.7,
+#: torch 2.11.0+cu128; pip then adds the DSL's CUDA 12 libraries.
+COLAB_GPU = dict(capability=(8, 0), gpu="NVIDIA A100-SXM4-40GB", driver="570.124.06", dsl_cuda_major=12,
+                 cuda_bindings="12.9.7", torch="2.11.0+cu128", torch_cuda="12.8")
+
+
+def test_a_driver_older_than_the_dsl_build_needs_blocks_the_kernels_with_what_works_instead():
+    m = colab(**COLAB_GPU)
+    blocked = m.kernels_blocked(80)
+    assert blocked.startswith("needs NVIDIA driver >= 575.51.03 (CUDA 12.9) for the CuTe DSL's CUDA 12 libraries "
+                              "and cuda-bindings 12.9.7; this driver is 570.124.06"), blocked
+    assert "compile-only parts run here" in blocked and "modal run cloud/modal_lab.py" in blocked
+    assert not m.can_run_kernels
+    assert m.capabilities().startswith("lessons 1-2 and the compile-only parts of 3-8") and blocked in m.capabilities()
+    # off Colab the driver can be upgraded, and the verdict says so
+    assert "upgrade the driver" in machine(**COLAB_GPU).kernels_blocked(80)
+
+
+def test_the_verdict_compares_the_whole_driver_version():
+    assert env.driver_version("570.124.06") == (570, 124, 6) and env.driver_version("n/a") is None
+    just_below = machine(**{**COLAB_GPU, "driver": "575.51.02"})
+    assert not just_below.can_run_kernels and "575.51.02" in just_below.kernels_blocked()
+    assert machine(**{**COLAB_GPU, "driver": "575.51.03"}).kernels_blocked() is None
+    # cuda-bindings 13 needs CUDA 13's driver even beside the DSL's CUDA 12 libraries
+    assert ">= 580.65.06 (CUDA 13.0) for cuda-bindings 13.0.1;" in machine(
+        **{**COLAB_GPU, "driver": "575.57.08", "cuda_bindings": "13.0.1"}).kernels_blocked()
+
+
+def test_a_cpu_only_torch_blocks_the_kernels_and_names_the_fix():
+    m = machine(capability=(9, 0), gpu="H100", driver="580.159.04", torch="2.13.0", torch_cuda=None)
+    assert "torch 2.13.0 is a CPU build" in m.kernels_blocked() and "pytorch.org" in m.kernels_blocked()
+    assert "no torch is installed" in machine(capability=(9, 0), gpu="H100", torch=None,
+                                              torch_cuda=None).kernels_blocked()
+
+
+def test_the_verdict_keeps_the_arch_reasons():
+    assert machine(capability=None).kernels_blocked(80) == "needs sm_80; this machine has no GPU"
+    assert machine(capability=(8, 0), gpu="A100").kernels_blocked(90) == "needs sm_90; this GPU is sm_80"
+    assert machine(dsl=None, capability=(9, 0)).kernels_blocked(90) == "needs the CuTe DSL and an sm_90 GPU"
+    assert machine(capability=(9, 0), gpu="H200", driver="580.159.04").kernels_blocked(90) is None
+
+
+@pytest.fixture
+def colab_gpu_runtime(monkeypatch):
+    """This process as Colab's GPU runtime sees itself: an A100 with the image's driver, the DSL's CUDA 12 build."""
+    versions = {"torch": COLAB_GPU["torch"], "nvidia-cutlass-dsl": env.DSL_PIN, "cuda-bindings": "12.9.7",
+                "nvidia-cutlass-dsl-libs-cu12": env.DSL_PIN}
+    monkeypatch.setattr(env, "_nvidia_smi", lambda: (COLAB_GPU["gpu"], COLAB_GPU["capability"], COLAB_GPU["driver"]))
+    monkeypatch.setattr(env, "_version", versions.get)
+    monkeypatch.setattr(env, "_torch_cuda_build", lambda: COLAB_GPU["torch_cuda"])
+    monkeypatch.setenv("COLAB_RELEASE_TAG", "simulated")
+
+
+def test_gpu_cells_skip_on_a_driver_too_old_for_the_dsl_with_the_doctors_reason(colab_gpu_runtime, monkeypatch,
+                                                                                 capsys):
+    import IPython
+
+    ran = []
+    shell = type("Shell", (), {"run_cell": lambda self, cell: ran.append(cell)})()
+    monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
+    env.gpu_cell("80", "print('launched')")
+    line = capsys.readouterr().out
+    assert ran == [] and line == f"[GPU cell not run: {env.probe().kernels_blocked(80)}]\n"
+    assert "575.51.03" in line and "570.124.06" in line and "modal run cloud/modal_lab.py" in line
+    env.doctor()
+    assert env.probe().kernels_blocked(80) in capsys.readouterr().out  # the doctor's "can do" gives the same reason
+    monkeypatch.setattr(env, "_nvidia_smi", lambda: ("NVIDIA H200", (9, 0), "580.159.04"))
+    env.gpu_cell("90", "print('launched')")
+    assert ran == ["print('launched')"] and capsys.readouterr().out == ""
+
+
+def test_the_gpu_marker_skips_with_the_same_verdict(colab_gpu_runtime, tmp_path):
+    from cutecourse.grading import plugin
+
+    item = type("Item", (), {"markers": [], "get_closest_marker": lambda self, name: (
+        pytest.mark.gpu(80).mark if name == "gpu" else None), "add_marker": lambda self, m: self.markers.append(m)})()
+    config = type("Config", (), {"_cutecourse_machine": env.probe(), "getoption": lambda self, *a: None})()
+    plugin.pytest_collection_modifyitems(config, [item])
+    (skip,) = item.markers
+    assert skip.kwargs["reason"] == f"not run: {env.probe().kernels_blocked(80)}"
+
+
+def test_compile_only_mode_covers_a_driver_too_old_for_the_dsl(colab_gpu_runtime, monkeypatch):
+    monkeypatch.delenv("CUTE_DSL_ARCH", raising=False)
+    assert env.use_compile_only_arch() == env.COMPILE_ONLY_ARCH
+
+
+@pytest.mark.parametrize("system, machine_, shipped", [
+    ("linux", "x86_64", True), ("linux", "aarch64", True), ("win32", "AMD64", True),
+    ("win32", "ARM64", False), ("darwin", "arm64", False), ("darwin", "x86_64", False),
+])
+def test_the_dsl_is_where_nvidia_ships_it(system, machine_, shipped):
+    assert env.dsl_shipped(system, machine_) is shipped
+
+
+def test_the_dsl_cell_says_where_the_dsl_is_shipped(monkeypatch, capsys):
+    import importlib.util
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(env, "dsl_shipped", lambda *a: False)
+    env.dsl_cell("", "raise SystemExit(3)")
+    assert "NVIDIA ships it for Linux and Windows x86_64 only" in capsys.readouterr().out
+    monkeypatch.setattr(env, "dsl_shipped", lambda *a: True)
+    env.dsl_cell("", "raise SystemExit(3)")
+    assert f"pip install nvidia-cutlass-dsl=={env.DSL_PIN}" in capsys.readouterr().out
