@@ -61,13 +61,10 @@ def spec_of(value: Any) -> Any:
     return value
 
 
-def _as_cute(t: Any, vector: int) -> Any:
-    """A row-major torch tensor as CuTe sees it in the course: every extent dynamic, the last divisible by `vector`,
-    the base aligned to one vector."""
-    from cutecourse.kernels import launch
-
-    if t.dim() == 2:
-        return launch.cute_tensor(t, divisibility=(1, vector), vector=vector)
+def as_cute(t: Any, vector: int) -> Any:
+    """A row-major tensor as CuTe sees it in the course: every extent dynamic, the last divisible by `vector`, the base
+    aligned to one vector, 32-bit strides (what ``kernels.launch.cute_tensor`` makes of a matrix). `t` is a torch
+    tensor, or anything with ``__dlpack__``, ``dim()`` and ``element_size()`` (the grader's launcher has no torch)."""
     from cutlass.cute.runtime import from_dlpack
 
     x = from_dlpack(t, assumed_align=vector * t.element_size(), use_32bit_stride=True)
@@ -86,7 +83,7 @@ def _stand_ins(examples: list[Any], vector: int) -> list[Any]:
     for example in examples:
         if isinstance(example, TensorSpec):
             shape = (4,) * (example.ndim - 1) + (4 * vector,)
-            out.append(_as_cute(torch.empty(shape, dtype=getattr(torch, example.dtype), device="cuda"), vector))
+            out.append(as_cute(torch.empty(shape, dtype=getattr(torch, example.dtype), device="cuda"), vector))
         else:
             out.append(example)
     return out
@@ -147,7 +144,7 @@ def prepare(host: Any, examples: list[Any], vector: int = 1) -> Callable[..., No
 
         if any(isinstance(a, torch.Tensor) and a.numel() == 0 for a in args):
             return
-        compiled(*[_as_cute(a, vector) if isinstance(a, torch.Tensor) else a for a in args],
+        compiled(*[as_cute(a, vector) if isinstance(a, torch.Tensor) else a for a in args],
                  course_launch.current_stream())
 
     return run
@@ -171,6 +168,58 @@ def ptx(host: Any, arch: str, *args: Any, vector: int = 1) -> str:
 
     examples = [spec_of(a) for a in args]
     return course_ptx.compile_ptx(host, *_fake_stand_ins(examples, vector), make_fake_stream(), arch=arch)
+
+
+#: The name the grader's launcher looks a compiled module's host function up by (the DSL's export prefixes its
+#: symbols with it).
+MODULE_PREFIX = "answer"
+
+
+def module(host: Any, arch: str | None, *args: Any, vector: int = 1) -> dict[str, Any]:
+    """The learner's `host` compiled for arguments like these, as the DSL exports it for loading elsewhere:
+    ``{"object": the object file's bytes (the host launch code, the kernels' cubin inside), "ptx": that compile's
+    PTX}``. With `arch` (e.g. "sm_90a") it compiles from stand-ins without memory, on any machine; with None, for
+    this process's GPU from stand-ins on it, exactly as `prepare` does (the module the grader's launcher runs).
+
+    What the grader judges: this, read as data, never what the learner's process says a kernel computed."""
+    import tempfile
+
+    import numpy as np
+
+    _require_jit(host)
+    import cutlass.cute as cute
+
+    _load_runtime()
+    examples = [spec_of(a) for a in args]
+    with tempfile.TemporaryDirectory() as dump:
+        if arch is None:
+            from cutecourse.kernels import launch as course_launch
+
+            compiled = cute.compile(host, *_stand_ins(examples, vector), course_launch.current_stream(),
+                                    options=f"--keep-ptx --dump-dir {dump}")
+        else:
+            from cutlass.cute.runtime import make_fake_stream
+
+            from cutecourse.kernels import ptx as course_ptx
+
+            course_ptx.check_arch(arch)
+            compiled = cute.compile(host, *_fake_stand_ins(examples, vector), make_fake_stream(),
+                                    options=f"--gpu-arch {arch} --keep-ptx --dump-dir {dump}")
+        ptx_text = compiled.__ptx__ or ""
+        obj = compiled.dump_to_object(MODULE_PREFIX)
+    return {"object": np.frombuffer(obj, dtype=np.uint8), "ptx": ptx_text}
+
+
+@functools.lru_cache(maxsize=None)
+def _load_runtime() -> None:
+    """The DSL's runtime library loaded for every module to see: the export links the host code against it (without
+    it, `dump_to_object` fails where no GPU compile has loaded it yet)."""
+    import ctypes
+
+    from cutlass.runtime import find_runtime_libraries
+
+    for path in find_runtime_libraries(enable_tvm_ffi=False):
+        ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
 
 
 def restricted(source: str, forbid: Sequence[str] = ()) -> str | None:

@@ -47,7 +47,7 @@ from typing import Any, Callable
 
 from cutecourse.grading import wire
 
-VIAS = ("call", "launch", "ptx")
+VIAS = ("call", "launch", "ptx", "module")
 #: The most a learner process may send back in one reply; a larger one fails the call.
 MAX_REPLY_BYTES = 256 * 2**20
 #: How much of a learner process's stderr the grader keeps (the end of it), to show with a failure.
@@ -109,6 +109,9 @@ def execute(fn: Any, args: list[Any], via: str = "call", options: dict[str, Any]
         arch, *rest = [wire.decode(args[0])] + list(args[1:])
         result = harness.ptx(fn, arch, *[_materialise(a, outputs) for a in rest], **options)
         outputs = []  # the PTX's stand-in arguments are no output
+    elif via == "module":
+        arch, *rest = [wire.decode(args[0])] + list(args[1:])
+        result = harness.module(fn, arch, *[_example(a) for a in rest], **options)
     else:
         raise ValueError(f"via={via!r}: one of {', '.join(VIAS)}")
     if outputs and any(o.is_cuda for o in outputs):
@@ -397,6 +400,8 @@ TIMEOUT_ENV = "CUTECOURSE_TIMEOUT_S"
 #: past it.
 DEADLINE_ENV = "CUTECOURSE_DEADLINE"
 DEFAULT_TIMEOUT_S = 120.0
+#: The module a learner process runs (this one).
+PROGRAM = "cutecourse.grading.sandbox"
 
 
 class LearnerError(Exception):
@@ -456,7 +461,7 @@ class Learner:
 
     def __init__(self, cells: list[dict[str, str]], walls: Any = None, *, forbid: list[str] | tuple[str, ...] = (),
                  exercise: str = "?", deny: list[str] | tuple[str, ...] = (), timeout: float | None = None,
-                 preload: tuple[str, ...] | None = None, deadline: float | None = None):
+                 preload: tuple[str, ...] | None = None, deadline: float | None = None, program: str = PROGRAM):
         from cutecourse.grading import isolation
 
         self.own_walls = walls is None
@@ -473,8 +478,12 @@ class Learner:
         #: The grade's deadline (`time.monotonic()`): each wait is the timeout, or what is left before it if less.
         self.deadline = deadline if deadline is not None else (
             float(os.environ[DEADLINE_ENV]) if DEADLINE_ENV in os.environ else None)
+        #: The module the process runs: this one (the answers), or the grader's launcher (no answers at all).
+        self.program = program
         self.process: subprocess.Popen[bytes] | None = None
         self.errors: dict[str, str] = {}
+        self.modules: dict[Any, Any] = {}  # (host, arch, argument kinds, options) -> modules.Module
+        self._launcher: Learner | None = None
         self._buffer = b""
         self._stderr: _Tail | None = None
 
@@ -482,7 +491,7 @@ class Learner:
         from cutecourse.grading import isolation
 
         scratch = self.walls.scratch("learner")
-        self.process = self.walls.popen(isolation.python_module("cutecourse.grading.sandbox"), scratch,
+        self.process = self.walls.popen(isolation.python_module(self.program), scratch,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert self.process.stdin is not None and self.process.stdout is not None
         fcntl.fcntl(self.process.stdout, fcntl.F_SETFL, fcntl.fcntl(self.process.stdout, fcntl.F_GETFL) | os.O_NONBLOCK)
@@ -571,7 +580,43 @@ class Learner:
 
     def call(self, name: str, *args: Any, via: str = "call", options: dict[str, Any] | None = None,
              timeout: float | None = None) -> tuple[Any, list[Any]]:
-        """(return value, poisoned outputs after the call), decoded; LearnerError if anything went wrong."""
+        """(return value, poisoned outputs after the call), decoded; LearnerError if anything went wrong.
+
+        A kernel (`via` "ptx" or "launch") is judged on its compiled module, never on what this process says: the
+        process compiles the host and sends the module back (`module`); "ptx" returns that module's PTX, and
+        "launch" runs the module in the grader's launcher on these arguments and returns its outputs."""
+        if via == "ptx" and self.program == PROGRAM:
+            return self.module(name, args[0], args[1:], options, timeout).ptx, []
+        if via == "launch" and self.program == PROGRAM:
+            module = self.module(name, None, args, options, timeout)
+            if self._launcher is None:
+                from cutecourse.grading import launcher
+
+                self._launcher = Learner([], self.walls, timeout=self.timeout, deadline=self.deadline,
+                                         program=launcher.PROGRAM)
+            try:
+                return self._launcher.call("run", _bytes(module.object), *args, options=options, timeout=timeout)
+            except LearnerError as exc:
+                raise LearnerError(f"{name}'s compiled kernel failed in the grader's launcher: {exc}") from None
+        return self._call(name, list(args), via, options, timeout)
+
+    def module(self, name: str, arch: str | None, args: Any, options: dict[str, Any] | None = None,
+               timeout: float | None = None) -> Any:
+        """The checked module (`modules.Module`) of the learner's host `name` compiled in this process for `arch`
+        (None: this GPU's) and arguments like `args`; compiled once per signature."""
+        from cutecourse.grading import modules
+
+        key = (name, arch, tuple(_kind(a) for a in args), json.dumps(options or {}, sort_keys=True))
+        if key not in self.modules:
+            value, _ = self._call(name, [arch, *args], "module", options, timeout)
+            try:
+                self.modules[key] = modules.read(value)
+            except modules.ModuleError as exc:
+                raise LearnerError(f"{name} did not compile to a module the grader can judge: {exc}") from None
+        return self.modules[key]
+
+    def _call(self, name: str, args: list[Any], via: str, options: dict[str, Any] | None,
+              timeout: float | None) -> tuple[Any, list[Any]]:
         self._wait(timeout or self.timeout, f"running {name}")  # no process is started past the deadline
         self._count_reply(0, f"running {name}")  # nor once the replies' budget is spent
         if self.process is None:
@@ -588,6 +633,9 @@ class Learner:
         raise AssertionError("unreachable")
 
     def close(self) -> None:
+        if self._launcher is not None:
+            self._launcher.close()
+            self._launcher = None
         if self.process is not None:
             try:
                 os.killpg(self.process.pid, signal.SIGKILL)
@@ -610,6 +658,21 @@ class Learner:
         self.close()
         if self.own_walls:
             self.walls.close()
+
+
+def _kind(value: Any) -> Any:
+    """What a compile depends on in an argument: a tensor request's dtype and rank; a scalar's value."""
+    if wire.is_tensor_request(value):
+        spec = value.get("$tensor") or value["$poisoned"]
+        ndim = len(spec["shape"]) if "shape" in spec else len(spec["array"]["$array"]["shape"])
+        return (spec["dtype"], ndim, spec["device"])
+    return json.dumps(wire.argument(value), sort_keys=True)
+
+
+def _bytes(data: bytes) -> Any:
+    import numpy as np
+
+    return np.frombuffer(data, dtype=np.uint8)
 
 
 def _gpu_here() -> bool:

@@ -16,14 +16,19 @@ _INSTRUCTION = re.compile(r"^\s*(?:@!?%\w+\s+)?([a-z][\w.:]*)", re.MULTILINE)
 _DIRECTIVE_OR_LABEL = re.compile(r"^[.$]|^\w+:$")
 
 
+def check_arch(arch: str) -> None:
+    """ValueError unless `arch` names an SM arch ("sm_80", "sm_90a", "sm_100f")."""
+    if not isinstance(arch, str) or not re.fullmatch(r"sm_\d{2,3}[af]?", arch):
+        raise ValueError(f"arch={arch!r} is not an SM arch name; use one like 'sm_80' or 'sm_90a'")
+
+
 def ptx_of(compile_fn: Any, arch: str) -> str:
     """PTX of what ``compile_fn(options)`` compiles for `arch` (e.g. ``"sm_80"``, ``"sm_90a"``): `compile_fn` passes
     the options string on to ``cute.compile``, so any kernel module's ``compile(config, ..., options=...)`` fits.
 
     >>> # ptx_of(lambda options: copy_tiled.compile(config, x, y, stream, options), "sm_80")  # doctest: +SKIP
     """
-    if not re.fullmatch(r"sm_\d{2,3}[af]?", arch):
-        raise ValueError(f"arch={arch!r} is not an SM arch name; use one like 'sm_80' or 'sm_90a'")
+    check_arch(arch)
     with tempfile.TemporaryDirectory() as dump:
         ptx = compile_fn(f"--gpu-arch {arch} --keep-ptx --dump-dir {dump}").__ptx__
     if not ptx:
