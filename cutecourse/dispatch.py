@@ -7,9 +7,11 @@ The rules, in order (lesson 8 explains each; `Choice.reasons` names the ones tha
    the error names torch's kernel for it (``torch.matmul``, ``torch._scaled_mm``).
 2. The GPU is sm_80 or newer: cp.async, ldmatrix and mma.sync m16n8k16 first exist there. Before (sm_75 Turing,
    sm_70 Volta) every step is refused, naming ``torch.matmul``.
-3. Every vector step moves 16 bytes at a time, so each operand's contiguous extent must hold whole vectors and its
-   base be 16-byte aligned. Where that fails, step 2 (`gemm02_smem`, scalar loads, any shape) runs; it stores
-   ``a @ b`` only, so with an epilogue the call is refused (pad, or use torch).
+3. Every vector step moves 16 bytes at a time, so each operand's contiguous extent and leading dimension must hold
+   whole vectors and its base be 16-byte aligned (a padded leading dimension, ``a = wide[:, :K]``, is no reason to
+   leave the vector steps: it is only another stride). Where that fails, step 2 (`gemm02_smem`, scalar loads, any
+   shape, stride and alignment) runs; it stores ``a @ b`` only, so with an epilogue its product goes to a float32
+   buffer and torch computes the epilogue from it (`epilogue.store`): slower, never refused.
 4. sm_90 (H100, H200) runs the Hopper path: step 10 (pingpong) where the problem has fewer tiles of step 9's
    128 × 256 than the GPU has SMs, since its 128 × 128 tiles keep twice as many SMs busy; else step 9 (cooperative,
    clusters, multicast), the faster one on full waves (benchmarks/RESULTS.md: 0.98-1.03× torch.matmul against
@@ -97,9 +99,12 @@ def explain(a: Any, b: Any, out: Any = None, *, epilogue: Any = None, config: An
     from cutecourse.kernels.gemm import operands
 
     for name, t in (("a", a), ("b", b)):
-        if not isinstance(t, torch.Tensor) or t.dim() != 2:
-            raise ValueError(f"{name} must be a 2-D torch.Tensor, got "
-                             f"{tuple(t.shape) if isinstance(t, torch.Tensor) else type(t).__name__}")
+        operands.tensor_check(name, t)
+        if t.dim() != 2:
+            raise ValueError(f"{name} must be a 2-D torch.Tensor, got shape {tuple(t.shape)}: pass a matrix, e.g. "
+                             f"{name}.reshape(-1, {name}.shape[-1])")
+    if out is not None:
+        operands.tensor_check("out", out)
     ab = launch.dtype_name(a)
     if ab not in operands.AB_DTYPES + operands.FP8_DTYPES:
         raise ValueError(f"a has dtype {a.dtype}, which no GEMM step takes (float16, bfloat16, or fp8 on sm_90): "
@@ -117,7 +122,7 @@ def explain(a: Any, b: Any, out: Any = None, *, epilogue: Any = None, config: An
         out = torch.empty(a.shape[0], b.shape[1], device="meta",
                           dtype=torch.bfloat16 if fp8 else a.dtype)
     try:  # shapes, dtypes, strides (and fp8's majors): what no step can take
-        operands.traits(a, b, out, step="cutecourse.gemm", vector=False, fp8=fp8)
+        operands.traits(a, b, out, step="cutecourse.gemm", vector=False, fp8=fp8, out="out")
     except ValueError as exc:
         raise ValueError(f"{exc}; or use torch._scaled_mm") if fp8 else exc from None
     reasons = [f"sm_{cc}, {ab} operands"]
@@ -127,19 +132,18 @@ def explain(a: Any, b: Any, out: Any = None, *, epilogue: Any = None, config: An
         if launcher.min_cc > cc:
             raise ValueError(f"config is a {step}.Config, which needs sm_{launcher.min_cc}; this is sm_{cc}: pass "
                              f"a {SM80}.Config, or None to let the dispatcher choose")
-        operands.traits(a, b, out, step=step, vector=launcher.vector, fp8=launcher.fp8)
+        operands.traits(a, b, out, step=step, vector=launcher.vector, fp8=launcher.fp8, out="out")
         return Choice(step, config, (*reasons, f"config is a {step}.Config: that step"))
     try:
-        operands.traits(a, b, out, step="every vector step", vector=True, fp8=fp8)
+        operands.traits(a, b, out, step="every vector step", vector=True, fp8=fp8, out="out")
     except ValueError as exc:
         if fp8:
             raise ValueError(f"{exc}; or use torch._scaled_mm") from None
         why = str(exc).split(":")[0]  # the condition that failed, without the way out
+        reason = f"no 16-byte vectors: {why}; {ANY_SHAPE} loads scalars, any shape, stride and alignment"
         if fused:
-            raise ValueError(f"{why}: every vector step moves 16-byte vectors, and {ANY_SHAPE}, which does not, "
-                             "stores a @ b only. Pad the operands, or compute the epilogue with torch after "
-                             "torch.matmul(a, b)") from None
-        reason = f"no 16-byte vectors: {why}; {ANY_SHAPE} loads scalars, any shape and alignment"
+            reason += (", and stores a @ b only: its float32 product goes to a buffer and torch computes the "
+                       "epilogue from it")
         return Choice(ANY_SHAPE, _module(ANY_SHAPE).Config(), (*reasons, reason))
     reasons.append("16-byte vectors fit every operand")
     tuned = _tuned(a, b, out, cc)
@@ -212,10 +216,11 @@ def gemm(a: Any, b: Any, out: Any = None, *, epilogue: Any = None, config: Any =
          beta: float = 0.0, c: Any = None, bias: Any = None, aux: Any = None) -> Any:
     """``out = act(alpha · a @ b + beta · c + bias)`` (the plain product without `epilogue`) on the step `explain`
     picks, and `out`. `out` defaults to a new (M, N) tensor of a's dtype (bfloat16 for fp8)."""
-    import torch
+    from cutecourse.kernels.gemm import operands
 
     for name, t in (("a", a), ("b", b)):
-        if isinstance(t, torch.Tensor) and not t.is_cuda:
+        operands.tensor_check(name, t)
+        if not t.is_cuda:
             raise ValueError(f"{name} is on {t.device}; cutecourse.gemm runs on the GPU: {name} = {name}.cuda() "
                              "(on a CPU, torch.matmul; cutecourse.gemm.explain(a, b, arch=90) says what a GPU "
                              "would run)")
@@ -232,8 +237,29 @@ def gemm(a: Any, b: Any, out: Any = None, *, epilogue: Any = None, config: Any =
         choice = explain(a, b, out, epilogue=epilogue, config=config, fused=fused)
         if key is not None:
             _plans.put(key, choice)
+    if choice.step == ANY_SHAPE and fused:
+        return _unfused(choice, a, b, out, epilogue, alpha, beta, c, bias, aux)
     return _module(choice.step).gemm(a, b, out, choice.config, epilogue=epilogue, alpha=alpha, beta=beta, c=c,
                                      bias=bias, aux=aux)
+
+
+def _unfused(choice: Choice, a: Any, b: Any, out: Any, epilogue_: Any, alpha: float, beta: float, c: Any, bias: Any,
+             aux: Any) -> Any:
+    """An epilogue on operands only step 2 takes (rule 3): its product into a float32 buffer, then torch computes
+    the epilogue from it into `out` (and `aux`)."""
+    import torch
+
+    from cutecourse.kernels.gemm import epilogue, operands
+
+    out = torch.empty(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device) if out is None else out
+    fused = epilogue.plan(epilogue_, alpha, beta, c, bias, aux, out)  # checked before any work
+    if fused.epilogue.aux:
+        for name, t in (("a", a), ("b", b), ("out", out)):
+            operands.overlap(name, t, "aux", aux)
+    acc = _module(choice.step).gemm(a, b, torch.empty(out.shape, dtype=torch.float32, device=out.device),
+                                    choice.config)
+    epilogue.store(acc, fused, alpha, beta, c, bias, aux, out)
+    return out
 
 
 gemm.explain = explain  # type: ignore[attr-defined]

@@ -36,10 +36,16 @@ def test_majors_follow_the_strides():
     (lambda a, b, c: (a, b, c.double()), r"c has dtype torch.float64; pick float32, float16 or bfloat16"),
     (lambda a, b, c: (a, b[:8], c), r"a is \(64, 16\) and b is \(8, 32\): a's columns \(K=16\) must equal b's rows"),
     (lambda a, b, c: (a, b, c[:, :16]), r"c has shape \(64, 16\); a @ b is \(64, 32\)"),
-    (lambda a, b, c: (a, b, c.t().contiguous().t()), r"c has strides \(1, 64\); pass a row-major output"),
+    (lambda a, b, c: (a, b, c.t().contiguous().t()), r"c has shape \(64, 32\) and strides \(1, 64\); pass a "
+                                                     r"row-major output"),
     (lambda a, b, c: (a[:, ::2], b[::2], c), r"a has shape \(64, 8\) and strides \(16, 2\): neither row- nor column"),
     (lambda a, b, c: (a[0], b, c), r"a must be 2-D, got shape \(16,\)"),
-    (lambda a, b, c: (a.numpy(), b, c), r"a must be a torch.Tensor, got ndarray"),
+    (lambda a, b, c: (a.numpy(), b, c), r"a is array\(.*\(ndarray\); pass a 2-D torch.Tensor"),
+    (lambda a, b, c: (a, None, c), r"b is None \(NoneType\); pass a 2-D torch.Tensor on the GPU, e.g. b = "),
+    (lambda a, b, c: (torch.empty(1, 16, dtype=torch.float16).expand(64, 16), b, c),
+     r"a has shape \(64, 16\) and strides \(0, 1\): neither row- nor column-major with a leading dimension"),
+    (lambda a, b, c: (a, b, torch.empty(1, 32).expand(64, 32)), r"c has shape \(64, 32\) and strides \(0, 1\); "
+                                                                 r"pass a row-major output \(its leading dimension"),
 ])
 def test_misuse_names_the_argument_and_the_fix(change, match):
     with pytest.raises(ValueError, match=match):
@@ -159,7 +165,7 @@ def test_explicit_stages_that_do_not_fit_shared_memory_are_refused_at_compile_ti
 def test_a_launch_checks_and_compiles_once_then_passes_aligned_pointers_and_the_extents(monkeypatch):
     """The launcher's cached path, on CPU tensors: the checks (here `traits`, as `check` would refuse a CPU tensor)
     and the compile run on the first call only; every call gets the three pointers, 16-byte aligned for a vector
-    step, with M, N, K and the stream."""
+    step, with M, N, K, the leading dimensions (a's padded: its stride, not K) and the stream."""
     from cutecourse.kernels.gemm import gemm05_swizzle as step5
 
     checks = []
@@ -180,14 +186,15 @@ def test_a_launch_checks_and_compiles_once_then_passes_aligned_pointers_and_the_
     monkeypatch.setattr(launcher, "make_ptr", lambda dtype, address, space, assumed_align: (
         str(dtype), address, assumed_align))
     gemm = launcher.Launcher(step5.host, step5.Config, vector=True, min_cc=80)
-    a, b, c = problem(64, 32, 16)
+    _, b, c = problem(64, 32, 16)
+    a = torch.empty(64, 24, dtype=torch.float16)[:, :16]  # a padded leading dimension: strides (24, 1)
     for _ in range(3):
         assert gemm(a, b, c) is c
     assert checks == ["gemm05_swizzle"] and compiles == [step5.Config()] and len(calls) == 3
-    pa, pb, pc, m, n, k, stream = calls[-1]
+    pa, pb, pc, m, n, k, lda, ldb, ldc, stream = calls[-1]
     assert (pa, pb, pc) == (("Float16", a.data_ptr(), 16), ("Float16", b.data_ptr(), 16),
                             ("Float32", c.data_ptr(), 16))
-    assert (m, n, k, stream) == (64, 32, 16, "the stream")
+    assert (m, n, k, lda, ldb, ldc, stream) == (64, 32, 16, 24, 32, 32, "the stream")
 
 
 def test_the_plan_caches_are_bounded_and_forget_everything_when_full():

@@ -184,6 +184,16 @@ def reference(acc: torch.Tensor, epilogue: Epilogue, alpha: float = 1.0, beta: f
     return ACTIVATIONS[epilogue.activation].reference(x), x
 
 
+def store(acc: torch.Tensor, fused: Fused, alpha: float, beta: float, c: Any, bias: Any, aux: Any, d: Any) -> None:
+    """The epilogue computed by torch on the accumulators `acc` (on D's device) and stored in `d` (and `aux`): for a
+    call no kernel fuses, K = 0 (no products: the accumulators are zeros) or operands that only step 2, which stores
+    the plain product, can take (its float32 product is `acc`)."""
+    x_d, x = reference(acc, fused.epilogue, alpha, beta, c, bias)
+    d.copy_(x_d)
+    if fused.epilogue.aux:
+        aux.copy_(x)
+
+
 # Inside kernels: plain functions, called while a step's ``@cute.jit`` host or kernel is traced ----------------------
 
 def tensors(fused: Fused, pSrc: cute.Pointer, pBias: cute.Pointer, pAux: cute.Pointer, m: Any, n: Any

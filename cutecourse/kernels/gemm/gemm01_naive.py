@@ -52,8 +52,9 @@ def _kernel(mA: cute.Tensor, mB: cute.Tensor, mC: cute.Tensor, tiler: cutlass.Co
 
 @cute.jit
 def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32,
-         k: cutlass.Int32, stream: Any, ops: cutlass.Constexpr, config: cutlass.Constexpr):
-    mA, mB, mC = device.tensors(ops, pA, pB, pC, m, n, k)
+         k: cutlass.Int32, lda: cutlass.Int32, ldb: cutlass.Int32, ldc: cutlass.Int32, stream: Any,
+         ops: cutlass.Constexpr, config: cutlass.Constexpr):
+    mA, mB, mC = device.tensors(ops, pA, pB, pC, m, n, k, lda, ldb, ldc)
     tiler = (config.threads_m, config.threads_n)  # one output per thread
     threads = config.threads_m * config.threads_n
 

@@ -51,20 +51,24 @@ def epilogue_pointers(fused: epilogue.Fused, ops: operands.Operands, pD: Any, c:
 def compile_for(host: Any, config: Any, ops: operands.Operands, a: Any, b: Any, c: Any, stream: Any,
                 options: str = "", fused: epilogue.Fused | None = None, source: Any = None, bias: Any = None,
                 aux: Any = None) -> Any:
-    """``cute.compile`` a step's ``host(pA, pB, pC, m, n, k, stream, ops, config)`` for these operands; a step with
-    a fused epilogue (`fused` given) is ``host(pA, pB, pC, m, n, k, stream, pSrc, pBias, pAux, alpha, beta, ops,
-    config, fused)``, whose C (`source`), bias and aux `epilogue_pointers` points at (no `fused`: the plain GEMM).
-    Works on CPU tensors too, so every step compiles (and shows its PTX) without a GPU."""
-    m, k = a.shape
-    n = b.shape[1]
-    pA, pB, pC = pointers(ops, a, b, c)
-    head = (pA, pB, pC, cutlass.Int32(m), cutlass.Int32(n), cutlass.Int32(k), stream)
+    """``cute.compile`` a step's ``host(pA, pB, pC, m, n, k, lda, ldb, ldc, stream, ops, config)`` for these
+    operands; a step with a fused epilogue (`fused` given) is ``host(pA, pB, pC, m, n, k, lda, ldb, ldc, stream,
+    pSrc, pBias, pAux, alpha, beta, ops, config, fused)``, whose C (`source`), bias and aux `epilogue_pointers` points
+    at (no `fused`: the plain GEMM). Works on CPU tensors too, so every step compiles (and shows its PTX) without a
+    GPU."""
+    head = (*pointers(ops, a, b, c), *(cutlass.Int32(x) for x in extents(ops, a, b, c)), stream)
     if fused is None and "fused" in inspect.signature(host).parameters:
         fused = epilogue.PLAIN  # a step with a fused epilogue, compiled as the plain GEMM
     if fused is None:
         return cute.compile(host, *head, ops, config, options=options)
-    return cute.compile(host, *head, *epilogue_pointers(fused, ops, pC, source, bias, aux), cutlass.Float32(1.0),
+    return cute.compile(host, *head, *epilogue_pointers(fused, ops, head[2], source, bias, aux), cutlass.Float32(1.0),
                         cutlass.Float32(0.0), ops, config, fused, options=options)
+
+
+def extents(ops: operands.Operands, a: Any, b: Any, c: Any) -> tuple[int, ...]:
+    """What a step's host takes after the pointers: M, N, K and the leading dimensions (lda, ldb, ldc)."""
+    (m, k), n = a.shape, b.shape[1]
+    return (m, n, k, *operands.leading_dims(ops, a, b, c))
 
 
 def _traits_of(t: Any) -> Any:
@@ -107,8 +111,7 @@ class Launcher(launch.Launcher):
 
     @staticmethod
     def _arguments(key: tuple[Any, ...], a: Any, b: Any, c: Any) -> tuple[Any, ...]:
-        (m, k), n = a.shape, b.shape[1]
-        return (*pointers(key[0], a, b, c), m, n, k)
+        return (*pointers(key[0], a, b, c), *extents(key[0], a, b, c))
 
     def plan(self, a: Any, b: Any, c: Any, config: Any, epilogue_: Any = None, alpha: Any = 1.0, beta: Any = 0.0,
              source: Any = None, bias: Any = None, aux: Any = None) -> tuple[Any, operands.Operands, Any] | None:
@@ -120,15 +123,16 @@ class Launcher(launch.Launcher):
         if not self.fuses and asked:
             raise ValueError(f"{self.step} stores the plain product, so it takes no {', '.join(asked)}: fused "
                              f"epilogues are in {operands.SM80_STEP}, gemm09_multicast and gemm10_pingpong")
-        ops = operands.check(a, b, c, step=self.step, vector=self.vector, min_cc=self.min_cc, fp8=self.fp8)
+        ops = operands.check(a, b, c, step=self.step, vector=self.vector, min_cc=self.min_cc, fp8=self.fp8,
+                             out="d")
         fused = epilogue.plan(epilogue_, alpha, beta, source, bias, aux, c)
+        if fused.epilogue.aux:
+            for name, t in (("a", a), ("b", b), ("d", c)):
+                operands.overlap(name, t, "aux", aux)
         if c.numel() == 0:
             return None
         if a.shape[1] == 0:  # no products: D is the epilogue of zero accumulators, which torch computes
-            d, x = epilogue.reference(torch.zeros(c.shape, device=c.device), fused.epilogue, alpha, beta, source, bias)
-            c.copy_(d)
-            if fused.epilogue.aux:
-                aux.copy_(x)
+            epilogue.store(torch.zeros(c.shape, device=c.device), fused, alpha, beta, source, bias, aux, c)
             return None
         if self.for_device is not None:
             config = self.for_device(config, a.device)
@@ -161,7 +165,7 @@ class Launcher(launch.Launcher):
                 return d
             self.plans.put(key, plan)
         fn, ops, fused = plan
-        args = self._arguments((ops, config), a, b, d)  # pA, pB, pD, m, n, k
+        args = self._arguments((ops, config), a, b, d)  # pA, pB, pD, m, n, k, lda, ldb, ldc
         stream = launch.current_stream(a.get_device())
         if self.fuses:
             fn(*args, stream, *epilogue_pointers(fused, ops, args[2], c, bias, aux), float(alpha), float(beta))
