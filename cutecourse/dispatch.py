@@ -19,7 +19,9 @@ The rules, in order (lesson 8 explains each; `Choice.reasons` names the ones tha
    three; at 128 tiles, just under a wave, step 9 was 3% faster (benchmarks/RESULTS.md, 2026-12-02). Rule 6 is how a
    measurement overrides it.
 5. Other archs from sm_80 (sm_80/86/89, and sm_100/120, where mma.sync still runs but wgmma does not: it is sm_90a
-   only) run step 5 (`gemm05_swizzle`), the SM80 path.
+   only) run step 5 (`gemm05_swizzle`), the SM80 path, with the first of its Configs whose shared memory fits the
+   arch's CTA (`budget`): the default's 144 KiB on sm_80 and sm_100, 96 KiB on sm_86, sm_89 and sm_120 (99 KiB).
+   Every Config chosen, given or tuned is checked against the arch's limit (`hw.ARCH_LIMITS`).
 6. Where `cutecourse.tune` has stored a config for this GPU, driver, DSL version and problem, that config (and its
    step) is used instead: measured beats modelled.
 
@@ -36,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cutecourse import tune_cache
-from cutecourse.kernels.gemm import GEMM_STEPS
+from cutecourse.kernels.gemm import GEMM_STEPS, budget
 from cutecourse.kernels.gemm.plans import Plans
 
 ANY_SHAPE = "gemm02_smem"
@@ -122,7 +124,7 @@ def explain(a: Any, b: Any, out: Any = None, *, epilogue: Any = None, config: An
         out = torch.empty(a.shape[0], b.shape[1], device="meta",
                           dtype=torch.bfloat16 if fp8 else a.dtype)
     try:  # shapes, dtypes, strides (and fp8's majors): what no step can take
-        operands.traits(a, b, out, step="cutecourse.gemm", vector=False, fp8=fp8, out="out")
+        ops = operands.traits(a, b, out, step="cutecourse.gemm", vector=False, fp8=fp8, out="out")
     except ValueError as exc:
         raise ValueError(f"{exc}; or use torch._scaled_mm") if fp8 else exc from None
     reasons = [f"sm_{cc}, {ab} operands"]
@@ -133,6 +135,7 @@ def explain(a: Any, b: Any, out: Any = None, *, epilogue: Any = None, config: An
             raise ValueError(f"config is a {step}.Config, which needs sm_{launcher.min_cc}; this is sm_{cc}: pass "
                              f"a {SM80}.Config, or None to let the dispatcher choose")
         operands.traits(a, b, out, step=step, vector=launcher.vector, fp8=launcher.fp8, out="out")
+        budget.check(step, config, ops.ab, ops.c, cc)
         return Choice(step, config, (*reasons, f"config is a {step}.Config: that step"))
     try:
         operands.traits(a, b, out, step="every vector step", vector=True, fp8=fp8, out="out")
@@ -146,7 +149,7 @@ def explain(a: Any, b: Any, out: Any = None, *, epilogue: Any = None, config: An
                        "epilogue from it")
         return Choice(ANY_SHAPE, _module(ANY_SHAPE).Config(), (*reasons, reason))
     reasons.append("16-byte vectors fit every operand")
-    tuned = _tuned(a, b, out, cc)
+    tuned = _tuned(a, b, out, cc, ops)
     if tuned is not None:
         return tuned
     if cc == 90:
@@ -162,12 +165,28 @@ def explain(a: Any, b: Any, out: Any = None, *, epilogue: Any = None, config: An
                    "schedule")
         module = _module(step)
         config = module.FP8_CONFIG if fp8 else module.Config()
+        budget.check(step, config, ops.ab, ops.c, cc)
         return Choice(step, config, (*reasons, "sm_90: the Hopper path (TMA, wgmma, warp specialization)", verdict,
                                      *_k_tail(a.shape[1], config)))
     where = "wgmma is sm_90a only, mma.sync runs on every arch from sm_80" if cc > 90 else "the SM80 path"
-    config = _module(SM80).Config()
-    return Choice(SM80, config, (*reasons, f"sm_{cc}: {where} (cp.async, ldmatrix, mma.sync)", *_k_tail(a.shape[1],
-                                                                                                          config)))
+    configs = _sm80_configs()
+    config = budget.fitting(SM80, configs, ops.ab, ops.c, cc)
+    room = ()
+    if config != configs[0]:
+        arch, limits = budget.arch_limits(cc)
+        room = (f"{arch} allows {limits.smem_per_block_max // 1024} KiB of shared memory per CTA: the default's "
+                f"{budget.smem_bytes(SM80, configs[0], ops.ab, ops.c) // 1024} KiB do not fit, "
+                f"{budget.smem_bytes(SM80, config, ops.ab, ops.c) // 1024} KiB do",)
+    return Choice(SM80, config, (*reasons, f"sm_{cc}: {where} (cp.async, ldmatrix, mma.sync)", *room,
+                                 *_k_tail(a.shape[1], config)))
+
+
+def _sm80_configs() -> tuple[Any, ...]:
+    """The SM80 path's Configs, fastest first (benchmarks/RESULTS.md: the default on an H200), then smaller ones for
+    the GPUs whose CTAs get 99 KiB of shared memory (sm_86, sm_89, sm_120): 128 × 128 × 64 in 3 stages (96 KiB), and
+    128 × 128 × 32 in 4 (64 KiB)."""
+    config = _module(SM80).Config
+    return (config(), config(tile_m=128, warps_m=2, stages=3), config(tile_m=128, warps_m=2, tile_k=32, stages=4))
 
 
 def _k_tail(k: int, config: Any) -> tuple[str, ...]:
@@ -189,14 +208,17 @@ def _sms(a: Any, sms: int | None, default: int) -> int:
     return torch.cuda.get_device_properties(a.device).multi_processor_count if a.is_cuda else default
 
 
-def _tuned(a: Any, b: Any, out: Any, cc: int) -> Choice | None:
-    """The tuner's stored pick for this problem on this GPU, if any (only on a GPU: the cache is keyed by it)."""
+def _tuned(a: Any, b: Any, out: Any, cc: int, ops: Any) -> Choice | None:
+    """The tuner's stored pick for this problem on this GPU, if any (only on a GPU: the cache is keyed by it), and
+    if it fits this GPU's shared memory."""
     if not a.is_cuda:
         return None
     entry = tune_cache.lookup(a, b, out)
     if entry is None or _module(entry["step"]).gemm.min_cc > cc:
         return None
     config = _module(entry["step"]).Config(**entry["config"])
+    if not budget.fits(entry["step"], config, ops.ab, ops.c, cc):
+        return None
     reason = (f"tuned on this GPU: {entry['ms']:.4f} ms, {entry['ratio']:.3f}× torch.matmul "
               f"({tune_cache.cache_file()})")
     return Choice(entry["step"], config, (f"sm_{cc}", reason), tuned=True)

@@ -55,6 +55,7 @@ ARCH_LIMITS: dict[str, ArchLimits] = {
     "sm_89": ArchLimits(1536, 24, 65536, 256, 255, 100 * KIB, 99 * KIB, KIB, 128),
     "sm_90": ArchLimits(2048, 32, 65536, 256, 255, 228 * KIB, 227 * KIB, KIB, 128),
     "sm_100": ArchLimits(2048, 32, 65536, 256, 255, 228 * KIB, 227 * KIB, KIB, 128),
+    "sm_120": ArchLimits(1536, 32, 65536, 256, 255, 100 * KIB, 99 * KIB, KIB, 128),  # RTX 50, RTX PRO Blackwell
 }
 
 

@@ -33,7 +33,11 @@ def test_the_package_names_gemm_and_tune_lazily_and_gemm_carries_explain():
 def test_the_arch_picks_the_path(arch, step):
     choice = explain(*ops(4096, 4096, 4096), arch=arch)
     assert choice.step == step and not choice.tuned
-    assert choice.config == type(choice.config)()  # the step's default
+    if arch in (86, 89, 120):  # 99 KiB of shared memory per CTA: the default's 144 KiB do not fit
+        assert choice.config == gemm05_swizzle.Config(tile_m=128, warps_m=2, stages=3)
+        assert "allows 99 KiB of shared memory per CTA: the default's 144 KiB do not fit, 96 KiB do" in str(choice)
+    else:
+        assert choice.config == type(choice.config)()  # the step's default
     assert f"sm_{arch}" in str(choice)
 
 

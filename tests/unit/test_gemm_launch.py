@@ -181,6 +181,7 @@ def test_a_launch_checks_and_compiles_once_then_passes_aligned_pointers_and_the_
         return lambda *call: calls.append(call)
 
     monkeypatch.setattr(operands, "check", check)
+    monkeypatch.setattr(operands, "capability", lambda device: 80)  # an A100's shared memory budget
     monkeypatch.setattr(launcher, "compile_for", compile_for)
     monkeypatch.setattr(launcher.launch, "current_stream", lambda device=None: "the stream")
     monkeypatch.setattr(launcher, "make_ptr", lambda dtype, address, space, assumed_align: (

@@ -21,7 +21,7 @@ import torch
 from cutlass.cute.runtime import make_ptr
 
 from cutecourse.kernels import launch
-from cutecourse.kernels.gemm import device, epilogue, operands
+from cutecourse.kernels.gemm import budget, device, epilogue, operands
 from cutecourse.kernels.gemm.plans import Plans
 
 GMEM = cute.AddressSpace.gmem
@@ -136,6 +136,7 @@ class Launcher(launch.Launcher):
             return None
         if self.for_device is not None:
             config = self.for_device(config, a.device)
+        budget.check(self.step, config, ops.ab, ops.c, operands.capability(a.device))
         tensors = {"source": source, "bias": bias, "aux": aux} if self.fuses else {}
         return self.kernel((ops, config, fused), a, b, c, stream=launch.current_stream(), **tensors), ops, fused
 
