@@ -6,7 +6,8 @@
 
 The image is built from this checkout as it is now (so a change you make locally is in the next session); its
 dependencies come from pyproject.toml in their own layer, rebuilt only when they change. The lessons, exercises and
-solutions you open live on the Volume ``cutecourse-work``: edits survive the session's end and its timeout, and a
+solutions you open (JupyterLab's root is the course's, as with `make lab`; the notebooks are trusted, so their
+stored pictures show) live on the Volume ``cutecourse-work``: edits survive the session's end and its timeout, and a
 newer course adds its new notebooks there without touching yours. Each session gets a new JupyterLab token, printed
 once with the URL. In JupyterLab's terminal, ``make -C /course test-gpu`` runs the GPU suite with the image's Python
 (no .venv is built).
@@ -29,7 +30,6 @@ COURSE = "/course"  # the checkout, in the image
 # Modal imports this file again inside the container, where the checkout is the one baked in at COURSE.
 ROOT = Path(__file__).resolve().parents[1] if modal.is_local() else Path(COURSE)
 WORK = "/work"  # the Volume, in the container
-FOLDERS = ("notebooks", "exercises", "solutions")  # what a learner edits: kept on the Volume
 VOLUME = "cutecourse-work"
 GPU = "H100"
 TIMEOUT = 4 * 3600  # seconds: Modal's session limit for this lab; the work on the Volume outlives it
@@ -48,11 +48,12 @@ def _setup_script():
 
 
 setup_script = _setup_script()
+FOLDERS = setup_script.COURSE_FOLDERS  # what a learner edits: kept on the Volume, its notebooks trusted
 
 
-def requirements(extras: str = setup_script.EXTRAS) -> list[str]:
-    """pyproject.toml's dependencies and its `extras` (comma-separated; by default those `make lab` installs), with
-    torch pinned as there (PyPI's Linux wheel is the CUDA build)."""
+def requirements(extras: str = setup_script.TEST_EXTRAS) -> list[str]:
+    """pyproject.toml's dependencies and its `extras` (comma-separated; by default the tests' extras, since the lab's
+    terminal runs ``make -C /course test-gpu``), with torch pinned as there (PyPI's Linux wheel is the CUDA build)."""
     if sys.version_info >= (3, 11):
         import tomllib
     else:
@@ -63,7 +64,8 @@ def requirements(extras: str = setup_script.EXTRAS) -> list[str]:
     return [f"torch=={setup_script.TORCH_VERSION}", *deps, *(d for e in extras.split(",") for d in optional[e])]
 
 
-def course_image(apt_package: str, extras: str = setup_script.EXTRAS, ignore: Sequence[str] = IGNORE) -> modal.Image:
+def course_image(apt_package: str, extras: str = setup_script.TEST_EXTRAS,
+                 ignore: Sequence[str] = IGNORE) -> modal.Image:
     """This checkout, less `ignore`, installed at COURSE on Python 3.12 with `apt_package` and `requirements(extras)`;
     the requirements are a layer of their own, rebuilt only when they change (cloud/modal_grade.py builds on it too)."""
     return (
@@ -110,6 +112,12 @@ def serve(token: str, port: int) -> int:
     return subprocess.call(command, cwd=COURSE, env={**os.environ, "JUPYTER_TOKEN": token})
 
 
+def trust_notebooks(course_dir: Path) -> int:
+    """Trust the notebooks the learner opens (their copies on the Volume), as `make lab` does, so their stored
+    pictures show at once."""
+    return setup_script.trust(sys.executable, course_dir)
+
+
 def _report() -> None:
     from cutecourse import env
 
@@ -122,6 +130,7 @@ def lab() -> int:
     _report()
     copied = keep_work_on_volume(Path(COURSE), Path(WORK))
     print(f"Volume {VOLUME!r}: {len(copied)} new notebook(s) copied in; your edits there are kept", flush=True)
+    trust_notebooks(Path(COURSE))
     token = secrets.token_urlsafe(24)
     try:
         with modal.forward(PORT) as tunnel:

@@ -1,5 +1,5 @@
-"""`make lab` serves JupyterLab on notebooks/ without its news prompt: /lab answers HTTP 200, then the server is
-stopped."""
+"""`make lab` serves JupyterLab at the course's root (lessons, exercises and solutions reachable), its notebooks
+trusted, without its news prompt: /lab answers HTTP 200, then the server is stopped."""
 
 import json
 import os
@@ -26,9 +26,11 @@ def free_port() -> int:
 def test_make_lab_serves_jupyterlab(tmp_path):
     port = free_port()
     log = tmp_path / "lab.log"
+    # Jupyter's data folder (where trusted notebooks' signatures live) of this test's own.
+    env = dict(os.environ, JUPYTER_DATA_DIR=str(tmp_path / "jupyter-data"))
     with log.open("w") as sink:
         server = subprocess.Popen(["make", "lab", f"LAB_ARGS=--no-browser --port {port} --ServerApp.ip=127.0.0.1"],
-                                  cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+                                  cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     try:
         token, deadline = None, time.monotonic() + 90
         while token is None and time.monotonic() < deadline:
@@ -49,10 +51,16 @@ def test_make_lab_serves_jupyterlab(tmp_path):
         url = f"http://127.0.0.1:{port}/lab/api/settings/@jupyterlab/apputils-extension:notification?token={token}"
         with urllib.request.urlopen(url, timeout=30) as page:
             assert json.load(page)["schema"]["properties"]["fetchNews"]["default"] == "false"
-        # The server's root is notebooks/: the contents API lists it, not the repository root.
+        # The server's root is the course's: the lessons, the exercises and the solutions are all there.
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/contents?token={token}", timeout=30) as page:
             names = {item["name"] for item in json.load(page)["content"]}
-        assert "pyproject.toml" not in names
+        assert {"notebooks", "exercises", "solutions"} <= names, names
+        # ... and its notebooks are trusted: the server marks every code cell so (their pictures show at once).
+        for path in ("notebooks/06_smem_pipelines.ipynb", "exercises/07_epilogue.ipynb"):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/contents/{path}?token={token}",
+                                        timeout=30) as page:
+                cells = [c for c in json.load(page)["content"]["cells"] if c["cell_type"] == "code"]
+            assert cells and all(c["metadata"].get("trusted") is True for c in cells), path
     finally:
         stop(server)
 

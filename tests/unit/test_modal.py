@@ -173,9 +173,10 @@ def test_the_lab_function_serves_jupyterlab_on_the_volume_with_a_fresh_token(tmp
     (work / "notebooks").mkdir(parents=True)
     (work / "notebooks" / "01_gpu_hierarchy_tensor_cores.ipynb").write_text("{}")  # the learner's own copy
     log = tmp_path / "lab.log"
+    env = dict(os.environ, JUPYTER_DATA_DIR=str(tmp_path / "jupyter-data"))  # trusted notebooks' signatures
     with log.open("w") as sink:
         server = subprocess.Popen([sys.executable, "-c", DRIVER, str(APP), str(course), str(work), str(port)],
-                                  stdout=sink, stderr=subprocess.STDOUT, start_new_session=True)
+                                  stdout=sink, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     try:
         token, deadline = None, time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -195,10 +196,14 @@ def test_the_lab_function_serves_jupyterlab_on_the_volume_with_a_fresh_token(tmp
             assert page.status == 200
         with urllib.request.urlopen(f"{base}/api/contents?token={token}", timeout=30) as page:
             names = {item["name"] for item in json.load(page)["content"]}
-        assert "02_layouts.ipynb" in names and "pyproject.toml" not in names  # the lessons, from the Volume
+        assert {"notebooks", "exercises", "solutions"} <= names, names  # the course's root, as with make lab
+        with urllib.request.urlopen(f"{base}/api/contents/solutions/02_layouts.ipynb?token={token}",
+                                    timeout=30) as page:
+            cells = [c for c in json.load(page)["content"]["cells"] if c["cell_type"] == "code"]
+        assert cells and all(c["metadata"].get("trusted") is True for c in cells)  # its pictures show at once
         body = json.dumps({"type": "file", "format": "text", "content": "my notes"}).encode()
-        request = urllib.request.Request(f"{base}/api/contents/notes.txt?token={token}", data=body, method="PUT",
-                                         headers={"Content-Type": "application/json"})
+        request = urllib.request.Request(f"{base}/api/contents/notebooks/notes.txt?token={token}", data=body,
+                                         method="PUT", headers={"Content-Type": "application/json"})
         urllib.request.urlopen(request, timeout=30).close()
         with pytest.raises(urllib.error.HTTPError, match="403"):
             urllib.request.urlopen(f"{base}/api/contents", timeout=30)
@@ -213,3 +218,5 @@ def test_the_lab_function_serves_jupyterlab_on_the_volume_with_a_fresh_token(tmp
     assert out.count(token) == 1, out  # printed once, with the URL; masked in JupyterLab's own log
     assert re.search(r"^python +3\.", out, re.MULTILINE) and "can do" in out, out  # the doctor, first
     assert f"In its terminal: make -C {course} test-gpu" in out
+    # the learner's own copy of lesson 1 is no notebook: named, left untrusted, and the others trusted all the same
+    assert f"not trusted: {course / 'notebooks' / '01_gpu_hierarchy_tensor_cores.ipynb'} cannot be read" in out
