@@ -148,8 +148,8 @@ def launched_kernels(fn: Callable[[int], object]) -> list[str]:
     return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
 
 
-def sixteen_bit_kernels(dtype: str, m: int, n: int, k: int, launches: dict[str, tuple], say: Callable[[str], object]
-                        ) -> dict[str, Callable[[int], object]]:
+def sixteen_bit_kernels(dtype: str, m: int, n: int, k: int, launches: dict[str, tuple], say: Callable[[str], object],
+                        activations: tuple[str, ...] = FUSED_ACTIVATIONS) -> dict[str, Callable[[int], object]]:
     """{name: fn(i)} of one 16-bit dtype and shape: torch.matmul, then per activation unfused torch, cuBLASLt fused
     and ours, each checked first."""
     import torch
@@ -164,7 +164,7 @@ def sixteen_bit_kernels(dtype: str, m: int, n: int, k: int, launches: dict[str, 
     acc = a.double() @ b.double()
     where = f"{dtype} {m}x{n}x{k}"
     kernels = {MATMUL: lambda i: torch.matmul(a, b, out=d)}
-    for activation in FUSED_ACTIVATIONS:
+    for activation in activations:
         epi = Epilogue(activation, bias="n")
         d_ref, x_ref = reference(acc, epi, bias=bias)
 
@@ -184,10 +184,11 @@ def sixteen_bit_kernels(dtype: str, m: int, n: int, k: int, launches: dict[str, 
     return kernels
 
 
-def fp8_kernels(m: int, n: int, k: int, steps: list[int], say: Callable[[str], object]
+def fp8_kernels(m: int, n: int, k: int, steps: list[int], say: Callable[[str], object], dispatcher: bool = False
                 ) -> dict[str, Callable[[int], object]]:
     """{name: fn(i)} of one fp8 e4m3 shape, D bfloat16: torch._scaled_mm (default and fast accumulation), then ours
-    for each of `steps`, each checked first against float64 of the dequantized inputs."""
+    for each of `steps` (and ``cutecourse.gemm`` with `dispatcher`), each checked first against float64 of the
+    dequantized inputs."""
     import torch
 
     from cutecourse.kernels.gemm import fp8
@@ -218,6 +219,14 @@ def fp8_kernels(m: int, n: int, k: int, steps: list[int], say: Callable[[str], o
 
         kernels[f"{step} fp8"] = checked(f"{step} fp8 {where}", ours, module.FP8_CONFIG, a8, b8, d, say=say,
                                          judge=judge)
+    if dispatcher:
+        import cutecourse
+
+        def dispatched(a: Any, b: Any, d: Any, config: Any) -> Any:
+            return cutecourse.gemm(a, b, d, alpha=sa * sb)
+
+        kernels["cutecourse.gemm fp8"] = checked(f"cutecourse.gemm fp8 {where}", dispatched, None, a8, b8, d, say=say,
+                                                 judge=judge)
     return kernels
 
 
