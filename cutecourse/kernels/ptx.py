@@ -7,7 +7,9 @@ promises (``ld.global.v4``, ``mma.sync``, ``cp.async``, ``wgmma``...) are really
 from __future__ import annotations
 
 import collections
+import os
 import re
+import shlex
 import tempfile
 from typing import Any
 
@@ -30,11 +32,22 @@ def ptx_of(compile_fn: Any, arch: str) -> str:
     """
     check_arch(arch)
     with tempfile.TemporaryDirectory() as dump:
-        ptx = compile_fn(f"--gpu-arch {arch} --keep-ptx --dump-dir {dump}").__ptx__
+        ptx = compile_fn(f"--gpu-arch {arch} --keep-ptx --dump-dir {option_path(dump)}").__ptx__
     if not ptx:
         raise RuntimeError(f"the DSL returned no PTX for {arch}; is nvidia-cutlass-dsl installed correctly? "
                            "Run: cutecourse doctor")
     return ptx
+
+
+def _on_windows() -> bool:
+    return os.name == "nt"
+
+
+def option_path(path: str) -> str:
+    """`path` as one word of a ``cute.compile`` options string, which the DSL splits as a POSIX shell would, having
+    first doubled every backslash on Windows: a temporary folder such as ``C:\\Users\\Jane Doe\\AppData\\Local\\Temp``
+    holds a space, and Windows paths hold no double quote."""
+    return f'"{path}"' if _on_windows() else shlex.quote(path)
 
 
 def compile_ptx(jit_fn: Any, *args: Any, arch: str) -> str:

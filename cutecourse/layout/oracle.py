@@ -53,7 +53,7 @@ from typing import Any, Iterable, List, Optional, Sequence
 __all__ = ["evaluate", "dsl_available", "INSTALL_HINT", "OracleUnavailable"]
 
 INSTALL_HINT = (
-    "the CuTe DSL oracle needs NVIDIA's CuTe DSL (Linux only): "
+    "the CuTe DSL oracle needs NVIDIA's CuTe DSL (shipped for Linux and Windows x86_64): "
     "pip install nvidia-cutlass-dsl==4.8.1"
 )
 

@@ -4,7 +4,7 @@ Their inputs are checked before anything compiles."""
 
 import pytest
 
-pytest.importorskip("cutlass.cute", reason="the CuTe DSL (Linux only) is not installed")
+pytest.importorskip("cutlass.cute", reason="the CuTe DSL is not installed")
 torch = pytest.importorskip("torch")
 
 from cutecourse.fragments import dump  # noqa: E402

@@ -11,7 +11,7 @@ import pytest
 from cutecourse import fragments as F
 from cutecourse.layout import make_layout
 
-cute = pytest.importorskip("cutlass.cute", reason="the CuTe DSL (Linux only) is not installed")
+cute = pytest.importorskip("cutlass.cute", reason="the CuTe DSL is not installed")
 import cutlass  # noqa: E402
 
 #: (k, warp grid shape, warp grid stride or None, permutation_mnk): TiledMMAs of both atoms, the course's step 3
