@@ -2,12 +2,12 @@
 learner code and no torch.
 
 The grader starts this module in the grade's walls, like a learner process but with no answers in it
-(``sandbox.Learner(program=PROGRAM)``), and sends it the module (:mod:`modules` has read it as data first) with the
-arguments of one call. Here the object file is loaded with the DSL's own loader (``cutlass.runtime.load_module``),
-the inputs are put in device memory the CUDA driver gives this process, the outputs are filled with NaN (-1 for
-integers), the module's host function launches its kernels, and the outputs come back to the grader, which judges
-them. Whatever the learner's Python did while compiling, it is not here: what is judged is what the compiled kernel
-wrote.
+(``sandbox.Learner(program=sandbox.LAUNCHER)``), and sends it the module (:mod:`modules` has read it as data first)
+with the arguments of one call. Here the object file is loaded with the DSL's own loader
+(``cutlass.runtime.load_module``), the inputs are put in device memory the CUDA driver gives this process, the outputs
+are filled with NaN (-1 for integers), the module's host function launches its kernels, and the outputs come back to
+the grader, which judges them. Whatever the learner's Python did while compiling, it is not here: what is judged is
+what the compiled kernel wrote.
 
 The tensors are DLPack tensors over driver allocations (`DeviceArray`), made into CuTe tensors exactly as the
 course's harness makes torch tensors (`harness.as_cute`), so the module sees the same layouts it was compiled for.
@@ -25,9 +25,7 @@ from typing import Any
 import numpy as np
 
 from cutecourse.grading import harness, wire
-
-#: The module the grader runs as its launcher (a `sandbox.Learner` program).
-PROGRAM = "cutecourse.grading.launcher"
+from cutecourse.grading.sandbox import describe
 
 # DLPack's C structures (dlpack.h, v0.8): what `from_dlpack` reads from a capsule named "dltensor".
 _DL_CUDA = 2
@@ -194,8 +192,6 @@ def _serve() -> None:
     _driver(driver.cuCtxSetCurrent(_driver(driver.cuDevicePrimaryCtxRetain(device), "making a context")),
             "making a context current")
     channel.write(json.dumps({"ready": True, "errors": {}}) + "\n")
-    from cutecourse.grading.sandbox import describe
-
     for line in sys.stdin:
         request = json.loads(line)
         try:

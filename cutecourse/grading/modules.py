@@ -10,7 +10,8 @@ judged. Here the grader reads those bytes, without loading or running them:
   open a library or call torch is refused before anything loads it;
 - the cubin is the fatbin the DSL embeds (``kernels_binary``), one uncompressed ELF for an NVIDIA GPU;
 - the PTX belongs to that cubin: its ``.entry`` kernels are the cubin's entry functions, its ``.target`` the cubin's
-  SM. PTX text on its own, or PTX next to another compile's module, is refused.
+  SM or an older one (the GPU's assembler takes older PTX). PTX text on its own, or PTX next to another compile's
+  module, is refused.
 
 The PTX checks then read `Module.ptx`, and the GPU judges hand `Module.object` to the grader's launcher
 (:mod:`launcher`), a process that runs no learner Python, on the grader's tensors.
@@ -83,7 +84,6 @@ class _Elf:
         if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
             raise ModuleError(f"{what} is not a 64-bit little-endian ELF file")
         self.type, self.machine = struct.unpack_from("<HH", data, 16)
-        self.flags = struct.unpack_from("<I", data, 48)[0]
         shoff = struct.unpack_from("<Q", data, 0x28)[0]
         shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
         if shentsize != 64 or shoff + shnum * 64 > len(data):
@@ -118,19 +118,24 @@ class _Elf:
         return section[symbol.value:symbol.value + symbol.size]
 
 
-def _cubin(fatbin: bytes) -> bytes:
-    """The one ELF cubin in the DSL's fatbin."""
+def _cubin(fatbin: bytes) -> tuple[bytes, int]:
+    """The one ELF cubin in the DSL's fatbin, and the SM its entry says it is for."""
     if len(fatbin) < 16 or struct.unpack_from("<I", fatbin, 0)[0] != _FATBIN_MAGIC:
         raise ModuleError("the module's kernels are not a CUDA fatbin")
     header = struct.unpack_from("<H", fatbin, 6)[0]
-    if header + 16 > len(fatbin):
+    if header + 32 > len(fatbin):
         raise ModuleError("the module's fatbin is cut short")
     kind, _, entry_header, payload = struct.unpack_from("<HHIQ", fatbin, header)
+    sm = struct.unpack_from("<I", fatbin, header + 28)[0]  # the entry's SM (80, 90); the ELF flags vary by CUDA
     start = header + entry_header
     cubin = fatbin[start:start + payload]
     if kind != 2 or cubin[:4] != b"\x7fELF":
         raise ModuleError("the module's fatbin holds no plain cubin (PTX only, or compressed): the DSL embeds one")
-    return cubin
+    return cubin, sm
+
+
+def _names(names: tuple[str, ...]) -> str:
+    return ", ".join(n if len(n) <= 40 else f"{n[:30]}…{n[-8:]}" for n in names[:3]) or "none"
 
 
 def read(value: Any) -> Module:
@@ -159,14 +164,16 @@ def read(value: Any) -> Module:
     binaries = [s for s in symbols if s.name == CUBIN_SYMBOL and s.section != _SHN_UNDEF]
     if len(binaries) != 1:
         raise ModuleError("the module embeds no kernels (no cubin): was the host compiled with its kernel?")
-    device = _Elf(_cubin(host.contents(binaries[0])), "the module's cubin")
+    cubin, sm = _cubin(host.contents(binaries[0]))
+    device = _Elf(cubin, "the module's cubin")
     if device.type != _ET_EXEC or device.machine != _EM_CUDA:
         raise ModuleError("the module's cubin is not code for an NVIDIA GPU")
     kernels = tuple(sorted(s.name for s in device.symbols()
                            if s.info & 0xF == _STT_FUNC and s.other & _STO_CUDA_ENTRY))
-    sm = device.flags & 0xFF
-    entries, targets = tuple(sorted(_ENTRY.findall(ptx))), _TARGET.findall(ptx)
-    if entries != kernels or targets != [str(sm)]:
-        raise ModuleError(f"the PTX sent with the module is not its compile's: it has kernels {list(entries)[:3]} for "
-                          f"sm_{','.join(targets) or '?'}, the cubin {list(kernels)[:3]} for sm_{sm}")
+    entries, targets = tuple(sorted(_ENTRY.findall(ptx))), [int(t) for t in _TARGET.findall(ptx)]
+    # PTX for an older SM is assembled for the GPU at hand (compute capability 8.0 PTX into an sm_90 cubin).
+    if entries != kernels or len(targets) != 1 or targets[0] > sm:
+        raise ModuleError(f"the PTX sent with the module is not its compile's: its PTX is for sm_"
+                          f"{','.join(map(str, targets)) or '?'} with {len(entries)} kernel(s) "
+                          f"({_names(entries)}), its cubin for sm_{sm} with {len(kernels)} ({_names(kernels)})")
     return Module(data, ptx, kernels, sm)

@@ -400,8 +400,9 @@ TIMEOUT_ENV = "CUTECOURSE_TIMEOUT_S"
 #: past it.
 DEADLINE_ENV = "CUTECOURSE_DEADLINE"
 DEFAULT_TIMEOUT_S = 120.0
-#: The module a learner process runs (this one).
+#: The module a learner process runs (this one), and the one the grader's launcher runs (`launcher`).
 PROGRAM = "cutecourse.grading.sandbox"
+LAUNCHER = "cutecourse.grading.launcher"
 
 
 class LearnerError(Exception):
@@ -590,10 +591,8 @@ class Learner:
         if via == "launch" and self.program == PROGRAM:
             module = self.module(name, None, args, options, timeout)
             if self._launcher is None:
-                from cutecourse.grading import launcher
-
                 self._launcher = Learner([], self.walls, timeout=self.timeout, deadline=self.deadline,
-                                         program=launcher.PROGRAM)
+                                         program=LAUNCHER)
             try:
                 return self._launcher.call("run", _bytes(module.object), *args, options=options, timeout=timeout)
             except LearnerError as exc:
