@@ -38,6 +38,28 @@ def _build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _usage_error(submissions: list[str], course, lesson: str | None, uploads: bool) -> str | None:  # noqa: ANN001
+    """What is wrong with the command line's submissions, before anything is graded or written: a path that is no
+    notebook, no file (unless they are `uploads`, which are graded as lost), or names no lesson of the course."""
+    from pathlib import Path
+
+    from cutecourse.grading import grader
+
+    for submission in submissions:
+        path = Path(submission)
+        if path.suffix != ".ipynb":
+            return (f"SUBMISSION {submission!r} is not a notebook: give the filled-in exercise notebooks "
+                    "(NN_name.ipynb, e.g. exercises/02_layouts.ipynb)")
+        if not uploads and not path.is_file():
+            return (f"SUBMISSION {submission!r}: no such file; give the path of a filled-in exercise notebook "
+                    "(or --uploads, where a missing upload is to be graded as not handed in)")
+        try:
+            grader.lesson_of(path, course, lesson)
+        except ValueError as exc:
+            return str(exc).removeprefix("submission rejected: ")
+    return None
+
+
 def _grade(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -55,8 +77,13 @@ def _grade(args: argparse.Namespace) -> int:
                 print(f"cutecourse grade --workflow: note: {note}", file=sys.stderr)
             return 0
         if args.gradescope:
-            print(f"wrote {classroom.gradescope_bundle(args.submissions, course, options, Path(args.gradescope))}")
+            bundle = classroom.gradescope_bundle(args.submissions, course, options, Path(args.gradescope),
+                                                 hidden_tests=args.hidden_visibility)
+            print(f"wrote {bundle}")
             return 0
+        refused = _usage_error(args.submissions, course, args.lesson, args.uploads)
+        if refused:
+            raise ValueError(refused)
     except ValueError as exc:
         print(f"cutecourse grade: {exc}", file=sys.stderr)
         return 2
@@ -66,7 +93,7 @@ def _grade(args: argparse.Namespace) -> int:
     except (isolation.IsolationError, ValueError) as exc:
         print(f"cutecourse grade: {exc}", file=sys.stderr)
         return 2
-    for path in reports.write(results, Path(args.out)):
+    for path in reports.write(results, Path(args.out), args.hidden_visibility):
         print(f"wrote {path}")
     # CI steps read the exit code: 0 only when every point of the maximum was earned here (tests not run count
     # toward the maximum, unless --gpu-graded-elsewhere leaves the GPU ones to another grader).
@@ -226,8 +253,24 @@ def _bench_under_ncu(args: argparse.Namespace, ncu: str | None) -> int:
     return 0
 
 
+def version() -> str:
+    """This package's version, and the CuTe DSL release it is tested with."""
+    import importlib.metadata
+
+    from cutecourse import env
+
+    try:
+        mine = importlib.metadata.version("cutecourse")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        mine = "(not installed: pip install -e . in the checkout)"
+    return f"cutecourse {mine} (tested with nvidia-cutlass-dsl {env.DSL_PIN})"
+
+
 def main(argv: list[str] | None = None) -> int:
+    from cutecourse.grading import reports  # plain data and the standard library: the flags' choices
+
     parser = argparse.ArgumentParser(prog="cutecourse", description="Tools for the cutecourse CuTe DSL course.")
+    parser.add_argument("--version", action="version", version=version())
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     doctor = commands.add_parser("doctor", help="what this machine can do for the course, and how to fix set-up")
     doctor.add_argument("--smoke", action="store_true", help="also compile and launch a tiny CuTe DSL kernel")
@@ -255,6 +298,13 @@ def main(argv: list[str] | None = None) -> int:
                             "or none (only to check your own notebook on your own machine)")
     grade.add_argument("--gpu-graded-elsewhere", action="store_true",
                        help="leave GPU tests this machine cannot run out of the maximum (a GPU grader awards them)")
+    grade.add_argument("--uploads", action="store_true",
+                       help="the submissions are students' uploads: a missing one is graded as not handed in (every "
+                            "point lost, said in its report) instead of refused (the Gradescope bundle grades so)")
+    grade.add_argument("--hidden-visibility", default=reports.HIDDEN_TESTS_SHOWN, choices=reports.VISIBILITIES,
+                       help="when results.json shows students the hidden tests' results (Gradescope's test "
+                            "visibility; default after_due_date: a failing hidden test's output would show its "
+                            "input before the deadline); the check cells' are always visible")
     grade.add_argument("--jobs", type=int, default=1, metavar="N",
                        help="grade N submissions at once, each worker with one of this machine's GPUs (needs "
                             "bubblewrap); the reports are those of grading them one by one")

@@ -29,7 +29,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from cutecourse.grading import batch, grader, isolation
+from cutecourse.grading import batch, grader, isolation, reports
 from cutecourse.grading.build import BRANCH, Repository
 
 #: Where the workflow checks the course out, inside the student's workspace.
@@ -39,6 +39,10 @@ COURSE_DIR = ".cutecourse"
 REPORTS = "$RUNNER_TEMP/grading"
 #: Minutes the workflow's job may take beyond its grade's deadline: a runner installs torch and the course first.
 INSTALL_MINUTES = 20
+#: The actions the workflow uses, at their current major versions (each runs on Node.js 24: checkout since v5,
+#: setup-python and upload-artifact since v6; GitHub removes Node.js 20 from its runners).
+ACTIONS = {"checkout": "actions/checkout@v7", "setup-python": "actions/setup-python@v7",
+           "upload-artifact": "actions/upload-artifact@v7"}
 
 
 def _plan(submissions: list[str], course: grader.Course, options: dict[str, Any]) -> tuple[list[str], float]:
@@ -127,11 +131,11 @@ jobs:
     timeout-minutes: {minutes}
     steps:
       - name: Check out the submission
-        uses: actions/checkout@v4
+        uses: {ACTIONS["checkout"]}
         with:
           persist-credentials: false
       - name: Check out the course, without its solutions
-        uses: actions/checkout@v4
+        uses: {ACTIONS["checkout"]}
         with:
           repository: {slug}
           ref: {_revision(repo.root)}
@@ -143,7 +147,7 @@ jobs:
             /*
             !solutions/
       - name: Set up Python
-        uses: actions/setup-python@v5
+        uses: {ACTIONS["setup-python"]}
         with:
           python-version: "3.12"
       - name: Install the course (it brings bubblewrap, the grader's jail, from PyPI)
@@ -163,17 +167,19 @@ jobs:
       - name: Points
         if: always()
         run: |
-          cd "$RUNNER_TEMP"
+          cd "$RUNNER_TEMP" || exit 1
           cat grading/summary.md >> "$GITHUB_STEP_SUMMARY"
           {points}
       - name: Keep the reports
         if: always()
-        uses: actions/upload-artifact@v4
+        uses: {ACTIONS["upload-artifact"]}
         with:
           name: grading
           path: ${{{{ runner.temp }}}}/grading
       - name: Full points, or fail
-        run: exit "${{{{ steps.grade.outputs.exit_code }}}}"
+        run: |
+          exit_code="${{{{ steps.grade.outputs.exit_code }}}}"
+          exit "${{exit_code:-1}}"
 """
 
 
@@ -222,8 +228,12 @@ exit 0
 """
 
 
-def gradescope_bundle(submissions: list[str], course: grader.Course, options: dict[str, Any], bundle: Path) -> Path:
-    """Write Gradescope's autograder zip for `submissions` (the file names students upload) to `bundle`."""
+def gradescope_bundle(submissions: list[str], course: grader.Course, options: dict[str, Any], bundle: Path,
+                      hidden_tests: str = reports.HIDDEN_TESTS_SHOWN) -> Path:
+    """Write Gradescope's autograder zip for `submissions` (the file names students upload) to `bundle`; its
+    results.json shows the hidden tests' results as `hidden_tests` says (reports.VISIBILITIES). A missing upload is
+    graded, as lost (``--uploads``)."""
+    reports.results_json([], hidden_tests)  # a visibility Gradescope does not know is refused here, not per upload
     names, _ = _plan(submissions, course, options)
     if any(ord(c) < 32 for c in bundle.name) or bundle.suffix != ".zip":
         raise ValueError(f"--gradescope {str(bundle)!r}: give a file name ending in .zip, e.g. autograder.zip")
@@ -250,8 +260,10 @@ def gradescope_bundle(submissions: list[str], course: grader.Course, options: di
     denied = ["tests/hidden"] + [f"cutecourse/{p.relative_to(package).as_posix()}"
                                  for p in isolation.hidden_in_package(package)]
     locked = " ".join(f'"$SOURCE/{d}"' for d in denied if any(m.startswith(d + "/") for m in members))
+    shown = ["--hidden-visibility", hidden_tests] if hidden_tests != reports.HIDDEN_TESTS_SHOWN else []
     command = " ".join(["cutecourse", "grade", *map(shlex.quote, names), "--course", '"$SOURCE"',
-                        *map(shlex.quote, batch.flags(options)), "--out", '"$AUTOGRADER/results"'])
+                        *map(shlex.quote, batch.flags(options)), "--uploads", *shown, "--out",
+                        '"$AUTOGRADER/results"'])
     scripts = {"setup.sh": SETUP_SH.format(locked=locked),
                "run_autograder": RUN_AUTOGRADER.format(bundle=shlex.quote(bundle.name), names=shlex.join(names),
                                                        command=command)}

@@ -25,16 +25,27 @@ def _points(x: float) -> float | int:
     return int(x) if float(x).is_integer() else round(x, 3)
 
 
-def results_json(reports: list[Report]) -> dict:
+#: Gradescope's test visibilities: shown at once, after the due date, once the grades are published, never.
+VISIBILITIES = ("visible", "after_due_date", "after_published", "hidden")
+#: When students see a hidden test's result (its name, output and points) by default: a failing hidden test's output
+#: says what input broke the answer, which would let the next submission be fitted to it before the deadline.
+HIDDEN_TESTS_SHOWN = "after_due_date"
+
+
+def results_json(reports: list[Report], hidden_tests: str = HIDDEN_TESTS_SHOWN) -> dict:
     """Gradescope's autograder format (otter reads it too). A test this machine could not run scores 0 of its points
-    and says why, unless it is graded elsewhere (0 of 0)."""
+    and says why, unless it is graded elsewhere (0 of 0). The check cells' results are visible at once (the learner
+    ran them already); the hidden tests' are shown as `hidden_tests` says (one of VISIBILITIES)."""
+    if hidden_tests not in VISIBILITIES:
+        raise ValueError(f"--hidden-visibility {hidden_tests!r}: give one of {', '.join(VISIBILITIES)} (Gradescope's "
+                         f"test visibilities; default {HIDDEN_TESTS_SHOWN})")
     tests = []
     for report in reports:
         for t in report.tests:
             tests.append({"name": f"{report.submission}: {t.name}", "number": t.exercise,
                           "score": _points(t.score), "max_score": _points(t.counted),
                           "status": "passed" if t.status == PASSED else "failed",
-                          "output": _said(t)})
+                          "output": _said(t), "visibility": hidden_tests if t.hidden else "visible"})
     score = sum(r.score for r in reports)
     most = sum(r.max_score for r in reports)
     summary = "; ".join(f"{r.submission}: {_points(r.score)}/{_points(r.max_score)}" for r in reports)
@@ -128,13 +139,15 @@ def _replace(path: Path, data: bytes) -> None:
         raise
 
 
-def write(reports: list[Report], out: Path) -> list[Path]:
+def write(reports: list[Report], out: Path, hidden_tests: str = HIDDEN_TESTS_SHOWN) -> list[Path]:
+    """Write the four reports into `out`; `hidden_tests` is when results.json shows the hidden tests' results."""
     if out.is_symlink():
         raise ValueError(f"--out {out} is a symlink; give the output folder itself")
+    gradescope = results_json(reports, hidden_tests)
     out.mkdir(parents=True, exist_ok=True)
     xml = io.BytesIO()
     junit_xml(reports).write(xml, encoding="utf-8", xml_declaration=True)
-    files = {"results.json": (json.dumps(results_json(reports), indent=1, ensure_ascii=False) + "\n").encode(),
+    files = {"results.json": (json.dumps(gradescope, indent=1, ensure_ascii=False) + "\n").encode(),
              "junit.xml": xml.getvalue(), "grades.csv": grades_csv(reports).encode(),
              "summary.md": markdown(reports).encode()}
     for name, data in files.items():

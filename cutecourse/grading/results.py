@@ -11,6 +11,8 @@ FAILED = "failed"
 NOT_RUN = "not run"
 #: Longest test output kept in a report; the rest is cut, and the cut is said.
 MAX_OUTPUT_CHARS = 2000
+#: How a hidden test's result is named (run_hidden: "hidden <test>"); the check cells' results are not.
+HIDDEN_PREFIX = "hidden "
 
 
 @dataclass
@@ -30,6 +32,11 @@ class TestResult:
     @property
     def score(self) -> float:
         return self.points if self.status == PASSED else 0.0
+
+    @property
+    def hidden(self) -> bool:
+        """A hidden test's result: its inputs are ones the learner never saw."""
+        return self.name.startswith(HIDDEN_PREFIX)
 
     @property
     def counted(self) -> float:
