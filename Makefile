@@ -7,16 +7,22 @@ VENV        := .venv
 # image, which sets PYTHON) skips set-up.
 PYTHON      ?= $(VENV)/bin/python
 # The set-up itself is tools/course.py (Windows runs it directly: py tools\course.py lab). It picks torch for this
-# machine: the CUDA build with an NVIDIA GPU on Linux, the CPU build otherwise (PyPI's own build on macOS).
+# machine, from where its wheel exists: the CUDA build with an NVIDIA GPU on Linux x86_64, the CPU build there
+# otherwise (PyTorch's CPU index), PyPI's own build on Windows, macOS and Linux aarch64. `make lab` installs the lab
+# extra, `make test` the dev extra too.
 COURSE      := $(PYTHON_BOOT) tools/course.py
 SETUP       := $(if $(filter $(VENV)/bin/python,$(PYTHON)),setup)
 LAB_ARGS    ?=
 PYTEST_ARGS ?=
 
-.PHONY: setup lab test test-gpu bench-layout clean
+.PHONY: setup setup-test lab test test-gpu bench-layout clean
 
 setup:
 	@$(COURSE) setup
+
+# The tests' extras (pytest among them) beside the lab's.
+setup-test:
+	@$(COURSE) setup --extras dev,lab
 
 lab:
 	@$(COURSE) lab $(LAB_ARGS)
@@ -24,7 +30,7 @@ lab:
 test:
 	@$(COURSE) test $(if $(SETUP),,--python $(PYTHON)) $(PYTEST_ARGS)
 
-test-gpu: $(SETUP)
+test-gpu: $(if $(SETUP),setup-test)
 	$(PYTHON) -m pytest -m gpu $(PYTEST_ARGS)
 
 # The peers of the eager layout algebra, for the side-by-side benchmark only (pycute lives in the nvidia-cutlass wheel).

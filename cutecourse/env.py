@@ -289,6 +289,23 @@ def report(m: Machine | None = None) -> str:
     return "\n".join(lines)
 
 
+def load_new_installs() -> list[str]:
+    """Make what pip just installed into this running interpreter importable now, and return the folders that joined
+    ``sys.path``. Python reads site-packages' ``.pth`` files only at start-up, and the CuTe DSL reaches ``sys.path``
+    through one (``nvidia_cutlass_dsl_packages.pth``): without this a notebook needs a restart before
+    ``import cutlass``. Each site-packages folder is read again as start-up reads it (``site.addsitedir``)."""
+    import importlib
+    import site
+
+    before = list(sys.path)
+    folders = [*site.getsitepackages(), site.getusersitepackages()] if hasattr(site, "getsitepackages") else []
+    for folder in folders:
+        if os.path.isdir(folder):
+            site.addsitedir(folder)
+    importlib.invalidate_caches()
+    return [folder for folder in sys.path if folder not in before]
+
+
 def doctor() -> Machine:
     """Print the report (for notebook set-up cells) and return the snapshot."""
     m = probe()

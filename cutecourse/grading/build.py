@@ -164,9 +164,10 @@ class Repository:
 
 
 def colab_setup_source(repo: Repository) -> str:
-    """The set-up cell: on Colab, a plain (not editable) pip install into the running interpreter, so nothing needs
-    a restart and no clone folder can shadow the package; Colab's torch, ipywidgets and Jupyter are left as they are
-    (the course does not require them). Plain Python, no magics, so the grader can run it too (it does nothing)."""
+    """The set-up cell: on Colab, a plain (not editable) pip install into the running interpreter, whose new ``.pth``
+    files (the DSL's) it then reads, so nothing needs a restart and no clone folder can shadow the package; Colab's
+    torch, ipywidgets and Jupyter are left as they are (the course does not require them). Plain Python, no magics,
+    so the grader can run it too (it does nothing)."""
     return textwrap.dedent(f"""\
         # On Colab: install the course into this runtime (no restart needed). Elsewhere this cell does nothing.
         import importlib, subprocess, sys
@@ -174,7 +175,9 @@ def colab_setup_source(repo: Repository) -> str:
             course = {json.dumps(repo.install)}
             subprocess.run([sys.executable, "-m", "pip", "install", "-q", course], check=True)
             importlib.invalidate_caches()
-            from cutecourse.env import doctor; doctor()
+            from cutecourse.env import doctor, load_new_installs
+            load_new_installs()  # the DSL's .pth, which Python reads only at start-up: no restart either
+            doctor()
         """).rstrip("\n")
 
 

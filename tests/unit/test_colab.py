@@ -2,12 +2,19 @@
 
 The runtime is a fresh venv holding what Colab preinstalls and the course must not move: torch, numpy, matplotlib
 and tqdm (linked file by file from this interpreter, so nothing large is downloaded, and a pip that tried to replace
-them would only remove links), and Colab's pinned Jupyter stack, installed from PyPI: ipywidgets 7.7.1,
-ipykernel 6.17.1, IPython 7.34 and notebook 6.5.7. A Jupyter kernel of that venv, with ``google.colab`` imported as in
-Colab, runs the set-up cell exactly as the notebooks carry it (the repository URL pointed at this checkout), then
-lesson 1 top to bottom and an explorer. The tests check that the cell ran the doctor, that ``%load_ext cutecourse``
-works, that the lesson's outputs are the stored ones, that the explorers work with ipywidgets 7.7.1, and that pip
-changed none of the preinstalled packages.
+them would only remove links), and Colab's pins, installed from PyPI: ipywidgets 7.7.1, ipykernel 6.17.1, IPython
+7.34, notebook 6.5.7 and cuda-bindings 12.9.7 (googlecolab/backend-info's pip-freeze.gpu.txt). A Jupyter kernel of
+that venv, with ``google.colab`` imported as in Colab, runs the set-up cell exactly as the notebooks carry it (the
+repository URL pointed at this checkout), then, in the same kernel with no restart, lesson 1 and lesson 3 (the
+kernel lesson's compile-only cells: the DSL imports, kernels compile for sm_90a, their PTX is the stored one) top to
+bottom and an explorer; last, Colab's GPU image is simulated (an ``nvidia-smi`` answering an A100 with its driver,
+570.124.06) and a ``%%gpu`` cell and the doctor run again. The tests check that the cell ran the doctor, that
+``%load_ext cutecourse`` works, that both lessons' outputs are the stored ones, that the explorers work with
+ipywidgets 7.7.1, that the GPU cell skips with the driver the DSL's build needs, and that pip changed none of the
+preinstalled packages.
+
+The runtime's Python is this interpreter's, not Colab's 3.13: torch is linked from here, and PyPI's only Linux
+torch for another Python is the CUDA build of several GB.
 """
 
 from __future__ import annotations
@@ -29,8 +36,20 @@ from cutecourse.grading import notebook as nbio
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSON = ROOT / "notebooks" / "01_gpu_hierarchy_tensor_cores.ipynb"
-# Colab's own pins (its runtime as of 2026), installed from PyPI; and what it preinstalls that we link from here.
-COLAB_PINS = ["ipywidgets==7.7.1", "ipykernel==6.17.1", "ipython==7.34.0", "notebook==6.5.7"]
+KERNEL_LESSON = ROOT / "notebooks" / "03_tensors_partitioning.ipynb"
+# Colab's own pins (its GPU runtime as of 2026-08), installed from PyPI; and what it preinstalls that we link from here.
+COLAB_PINS = ["ipywidgets==7.7.1", "ipykernel==6.17.1", "ipython==7.34.0", "notebook==6.5.7", "cuda-bindings==12.9.7"]
+# Colab's GPU image: its driver comes from cuda-compat-12-8 570.124.06 (googlecolab/backend-info, apt-list-gpu.txt).
+COLAB_SMI = "NVIDIA A100-SXM4-40GB, 8.0, 570.124.06"
+#: A cell that makes the kernel's machine Colab's GPU image, as nvidia-smi reports it (the doctor reads nothing else).
+GPU_IMAGE = f"""\
+import os, pathlib, tempfile
+smi = pathlib.Path(tempfile.mkdtemp()) / "nvidia-smi"
+smi.write_text("#!/bin/sh\\necho '{COLAB_SMI}'\\n")
+smi.chmod(0o755)
+os.environ["PATH"] = str(smi.parent) + os.pathsep + os.environ["PATH"]
+"""
+ALREADY_LOADED = "The cutecourse extension is already loaded. To reload it, use:\n  %reload_ext cutecourse\n"
 LINKED = ["torch", "numpy", "matplotlib", "tqdm"]
 CI = os.environ.get("CI") == "true"
 
@@ -129,25 +148,36 @@ def colab(tmp_path_factory):
     cell = nbio.source(setup[0])
     assert repo.install in cell
     cell = cell.replace(repo.install, f"cutecourse @ {course_source(where / 'src').as_uri()}")
-    lesson_cells = [c for c in lesson["cells"] if c["cell_type"] == "code" and "colab" not in nbio.meta(c)]
-    cells = [code("import sys, types\nsys.modules['google.colab'] = types.ModuleType('google.colab')  # as in Colab"),
-             code(cell),
-             *[code(nbio.source(c)) for c in lesson_cells],
-             code("%%gpu 80\nprint('ran on a GPU')"),
-             code("import ipywidgets\nfrom cutecourse.viz import widgets\n"
-                  "ex = widgets.layout_explorer('(4,8)', '(8,1)')\n"
-                  "ex.controls['shape'].value = '(2,3)'\n"
-                  "print(ipywidgets.__version__, ex.picture.value.count('class=\"cell\"'), repr(ex.message.value))\n"
-                  "from cutecourse.viz.fragment_explorer import fragment_explorer\n"
-                  "fx = fragment_explorer('ldmatrix.x4')\n"
-                  "fx.controls['lane'].value = 9\nprint(fx.readout.value.split('<br>')[0], repr(fx.message.value))\n"
-                  "ex")]
-    nb = nbformat.from_dict({"cells": cells, "nbformat": 4, "nbformat_minor": 4, "metadata": {
+    lessons = {"lesson 1": lesson_code(lesson), "lesson 3": lesson_code(nbio.load(KERNEL_LESSON))}
+    named = {"colab": code("import sys, types\nsys.modules['google.colab'] = types.ModuleType('google.colab')"),
+             "setup": code(cell),
+             **{f"{name} {i}": code(nbio.source(c)) for name, cells in lessons.items() for i, c in enumerate(cells)},
+             "gpu cell": code("%%gpu 80\nprint('ran on a GPU')"),
+             "explorers": code("import ipywidgets\nfrom cutecourse.viz import widgets\n"
+                               "ex = widgets.layout_explorer('(4,8)', '(8,1)')\n"
+                               "ex.controls['shape'].value = '(2,3)'\n"
+                               "print(ipywidgets.__version__, ex.picture.value.count('class=\"cell\"'), "
+                               "repr(ex.message.value))\n"
+                               "from cutecourse.viz.fragment_explorer import fragment_explorer\n"
+                               "fx = fragment_explorer('ldmatrix.x4')\n"
+                               "fx.controls['lane'].value = 9\n"
+                               "print(fx.readout.value.split('<br>')[0], repr(fx.message.value))\n"
+                               "ex"),
+             "gpu image": code(GPU_IMAGE),
+             "gpu cell, old driver": code("%%gpu 80\nprint('ran on a GPU')"),
+             "doctor, old driver": code("from cutecourse.env import doctor\n_ = doctor()")}
+    nb = nbformat.from_dict({"cells": list(named.values()), "nbformat": 4, "nbformat_minor": 4, "metadata": {
         "kernelspec": {"name": "colab", "display_name": "Colab", "language": "python"}}})
     client = nbclient.NotebookClient(nb, timeout=600, km=kernel_manager(python, where), allow_errors=True,
                                      resources={"metadata": {"path": str(where)}})
     client.execute()
-    return {"cells": nb["cells"], "lesson": lesson_cells, "before": before, "after": installed(python)}
+    return {"cells": dict(zip(named, nb["cells"])), "lessons": lessons, "before": before,
+            "after": installed(python)}
+
+
+def lesson_code(lesson: dict) -> list[dict]:
+    """A lesson's code cells after the Colab cells (those the set-up cell stands for)."""
+    return [c for c in lesson["cells"] if c["cell_type"] == "code" and "colab" not in nbio.meta(c)]
 
 
 def text_of(cell: dict) -> str:
@@ -163,7 +193,7 @@ def text_of(cell: dict) -> str:
 
 
 def test_the_setup_cell_installs_the_course_and_prints_the_doctor(colab):
-    out = text_of(colab["cells"][1])
+    out = text_of(colab["cells"]["setup"])
     assert "Error" not in out, out
     lines = out.splitlines()
     assert lines[0].startswith("python ") and lines[0].endswith("on Linux x86_64 (Colab)"), out
@@ -172,21 +202,47 @@ def test_the_setup_cell_installs_the_course_and_prints_the_doctor(colab):
 
 
 def test_load_ext_cutecourse_works_without_a_restart(colab):
-    first = colab["cells"][2]
+    first = colab["cells"]["lesson 1 0"]
     assert "%load_ext cutecourse" in "".join(first["source"]) and text_of(first) == ""
-    assert text_of(colab["cells"][-2]).startswith("[GPU cell not run: needs sm_80; this machine has no GPU]")
+    assert text_of(colab["cells"]["gpu cell"]).startswith("[GPU cell not run: needs sm_80; this machine has no GPU]")
 
 
-def test_lesson_1_runs_and_prints_what_is_stored(colab):
-    ran = colab["cells"][2:2 + len(colab["lesson"])]
-    for stored, cell in zip(colab["lesson"], ran):
-        if "nbval-ignore-output" in nbio.tags(stored):
+def ran_as_stored(colab: dict, name: str, start: int = 0) -> None:
+    for i, stored in enumerate(colab["lessons"][name]):
+        if i < start or "nbval-ignore-output" in nbio.tags(stored):
             continue
+        cell = colab["cells"][f"{name} {i}"]
         assert text_of(cell) == text_of(stored), "".join(cell["source"])[:200]
 
 
+def test_lesson_1_runs_and_prints_what_is_stored(colab):
+    ran_as_stored(colab, "lesson 1")
+
+
+def test_the_kernel_lesson_runs_in_the_same_kernel_with_no_restart(colab):
+    """Lesson 3 after the set-up cell and lesson 1: the DSL imports (its .pth was read by the set-up cell), its
+    kernels compile for sm_90a and print the stored PTX, and its GPU cells say why they skip."""
+    load_ext = colab["cells"]["lesson 3 0"]
+    assert "%load_ext cutecourse" in "".join(load_ext["source"]) and text_of(load_ext) == ALREADY_LOADED
+    ran_as_stored(colab, "lesson 3", start=1)
+    assert any(".target sm_90a" in text_of(c) for name, c in colab["cells"].items() if name.startswith("lesson 3"))
+
+
+def test_a_gpu_runtime_whose_driver_is_too_old_for_the_dsl_skips_gpu_cells_with_the_reason(colab):
+    """Colab's GPU image (driver 570.124.06) beside the DSL's CUDA 12.9 build (driver >= 575.51.03): the GPU cell
+    and the doctor give the one verdict, and what works instead."""
+    line = text_of(colab["cells"]["gpu cell, old driver"])
+    assert line.startswith("[GPU cell not run: needs NVIDIA driver >= 575.51.03 (CUDA 12.9) for the CuTe DSL's CUDA "
+                           "12 libraries and cuda-bindings 12.9.7; this driver is 570.124.06: Colab's driver cannot "
+                           "be changed: the compile-only parts run here"), line
+    assert "modal run cloud/modal_lab.py" in line
+    verdict = line.removeprefix("[GPU cell not run: ").rstrip("]\n")
+    doctor = text_of(colab["cells"]["doctor, old driver"])
+    assert "driver      570.124.06" in doctor and verdict in doctor, doctor
+
+
 def test_the_explorers_work_with_colabs_ipywidgets(colab):
-    cell = colab["cells"][-1]
+    cell = colab["cells"]["explorers"]
     assert text_of(cell).startswith("7.7.1 6 ''"), text_of(cell)
     assert "lane 9: it gives the address of M1's row 1; it receives 4 registers" in text_of(cell), text_of(cell)
     assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in cell["outputs"])

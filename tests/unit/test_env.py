@@ -235,3 +235,26 @@ def test_the_dsl_cell_says_where_the_dsl_is_shipped(monkeypatch, capsys):
     monkeypatch.setattr(env, "dsl_shipped", lambda *a: True)
     env.dsl_cell("", "raise SystemExit(3)")
     assert f"pip install nvidia-cutlass-dsl=={env.DSL_PIN}" in capsys.readouterr().out
+
+
+def test_load_new_installs_reads_a_pth_that_pip_wrote_after_start_up(tmp_path, monkeypatch):
+    """As the DSL's wheel does: a .pth whose import line puts the package's folder on sys.path."""
+    import importlib
+    import site
+
+    site_dir, packages = tmp_path / "site-packages", tmp_path / "site-packages" / "shipped" / "dsl_packages"
+    (packages / "fresh_dsl_module").mkdir(parents=True)
+    (packages / "fresh_dsl_module" / "__init__.py").write_text("ANSWER = 42\n")
+    (site_dir / "shipped" / "__init__.py").write_text("")
+    (site_dir / "shipped_packages.pth").write_text(
+        "import sys, os, shipped; sys.path.insert(0, os.path.join(shipped.__path__[0], 'dsl_packages'))\n")
+    monkeypatch.setattr(sys, "path", [*sys.path, str(site_dir)])  # the folder is there; its .pth was never read
+    monkeypatch.setattr(site, "getsitepackages", lambda: [str(site_dir)])
+    monkeypatch.setattr(site, "getusersitepackages", lambda: str(tmp_path / "no-user-site"))
+    monkeypatch.delitem(sys.modules, "shipped", raising=False)
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("fresh_dsl_module")
+    assert env.load_new_installs() == [str(packages)]
+    assert importlib.import_module("fresh_dsl_module").ANSWER == 42
+    sys.modules.pop("fresh_dsl_module")
+    sys.modules.pop("shipped")

@@ -120,6 +120,7 @@ def make_n(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
     ("setup", "tools/course.py setup"),
     ("lab", "tools/course.py lab --no-browser"),
     ("test", "tools/course.py test"),
+    ("test-gpu", "tools/course.py setup --extras dev,lab"),  # pytest is the tests' extra, not the lab's
 ])
 def test_the_makefile_sets_up_through_the_script(goal, expected):
     out = make_n(goal, "LAB_ARGS=--no-browser")
