@@ -44,6 +44,7 @@ import re
 import resource
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -61,6 +62,9 @@ MIN_BWRAP = (0, 8)  # the first bubblewrap with --size (a size-limited tmpfs)
 DISK_POLL_S = 0.2  # how often the disk watchdog sums a submission's host folders
 DISK_FULL = "disk-full"  # the file in the walls' folder that says the disk watchdog stopped the submission
 NOBODY = 65534
+#: Set for the grader's nbval where learner code runs as NOBODY without namespaces: the uid the jailed notebook
+#: kernel must be able to read its connection file as (`kernel_jail`).
+KERNEL_UID_ENV = "CUTECOURSE_KERNEL_UID"
 #: Environment variables that reach a learner process; everything else (tokens, CI secrets) stays out.
 PASSED_ENV = ("PATH", "LANG", "LC_ALL", "TERM", "CUTE_DSL_ARCH", "CUDA_VISIBLE_DEVICES", "CUDA_HOME",
               "LD_LIBRARY_PATH", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES")
@@ -199,13 +203,16 @@ def _uid_probe(secret: list[str], read_only: list[str]) -> str | None:
               "secret, ro = json.loads(sys.argv[1]), json.loads(sys.argv[2])\n"
               "bad = [p for p in secret if os.path.exists(p) and os.access(p, os.R_OK)]\n"
               "bad += [p for p in ro if os.path.exists(p) and os.access(p, os.W_OK)]\n"
-              "print(bad[0] if bad else '')\n")
+              "print('probed', bad[0] if bad else '')\n")
     try:
-        out = subprocess.run([sys.executable, "-c", script, json.dumps(secret), json.dumps(read_only)],
-                             capture_output=True, text=True, timeout=30, user=NOBODY, group=NOBODY,
-                             extra_groups=[]).stdout.strip()
+        run = subprocess.run([sys.executable, "-c", script, json.dumps(secret), json.dumps(read_only)],
+                             capture_output=True, text=True, timeout=30, user=NOBODY, group=NOBODY, extra_groups=[])
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"a probe as uid {NOBODY} did not run: {exc}"
+    if run.returncode != 0 or not run.stdout.startswith("probed"):
+        return (f"uid {NOBODY} cannot run this Python ({sys.executable}: {run.stderr.strip()[-200:] or 'no output'}); "
+                f"install the course where every user may read and run it (not under a private home folder)")
+    out = run.stdout.removeprefix("probed").strip()
     return f"uid {NOBODY} can {'read' if out in secret else 'write'} {out}" if out else None
 
 
@@ -224,6 +231,12 @@ def choose(kind: str = "auto", secret: list[str] | None = None, read_only: list[
     if kind == "none":
         chosen = Isolation("none", "none (asked for with --isolation none): learner code runs as this user, with "
                                    "rlimits and an audit hook only; never grade others' work this way")
+    elif kind == "uid":  # asked for: Docker-mode graders (Gradescope), and to test that path where bubblewrap runs
+        why_uid = _uid_probe(secret or [], read_only or [])
+        if why_uid is not None:
+            raise IsolationError(f"cannot grade as uid {NOBODY} (--isolation uid): {why_uid}")
+        chosen = Isolation("uid", f"uid {NOBODY} (asked for); the answers are unreadable and the course unwritable by "
+                                  f"that uid")
     else:
         why = no_jail()
         if why is None:
@@ -510,6 +523,24 @@ def launch(spec: JailSpec, command: list[str]) -> None:
 # One submission's walls.
 
 
+def reachable_by_nobody(folder: Path) -> None:
+    """Let uid 65534 pass through `folder` and every folder above it to the scratch folders made in it (without
+    bubblewrap a learner process works there): each of them gets the execute bit for others, which lets a process
+    go through a folder, not list it; `folder` itself lists for its owner only. IsolationError where a folder on the
+    way is another user's and closed."""
+    folder = folder.resolve()
+    folder.chmod(0o711)
+    for above in folder.parents:
+        mode = above.stat()
+        if mode.st_mode & stat.S_IXOTH:
+            continue
+        if mode.st_uid != os.geteuid():
+            raise IsolationError(f"uid {NOBODY} cannot reach the grader's work folder {folder}: {above} is closed to "
+                                 f"it and not the grader's; grade from a temporary folder others may pass through "
+                                 f"(TMPDIR=/tmp)")
+        above.chmod(stat.S_IMODE(mode.st_mode) | stat.S_IXOTH)
+
+
 class Walls:
     """The jails of one submission: the isolation, the limits, the cgroup, and the kill of everything at the end.
 
@@ -525,6 +556,8 @@ class Walls:
         self.package_dir = Path(package_dir).resolve()
         self.work = Path(work) if work else Path(tempfile.mkdtemp(prefix="cutecourse-walls-"))
         self.work.mkdir(parents=True, exist_ok=True)
+        if isolation.kind == "uid":
+            reachable_by_nobody(self.work)
         self.owned = work is None
         self.name = f"cutecourse-{uuid.uuid4().hex[:12]}"
         self.cgroups = make_cgroups(self.name, limits) if isolation.kind != "none" else []

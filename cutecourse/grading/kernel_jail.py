@@ -19,8 +19,11 @@ import nbval.kernel
 from jupyter_client.manager import KernelManager
 from jupyter_core.paths import jupyter_runtime_dir
 
+from cutecourse.grading import isolation
+
 #: The most output (in bytes of messages) a learner's notebook may send; past it the kernel is killed.
 MAX_OUTPUT_BYTES = 16 * 2**20
+
 _POLL_S = 0.25
 
 
@@ -35,6 +38,15 @@ class JailedKernelManager(KernelManager):
         kwargs.setdefault("connection_file", stem + ".json")
         kwargs.setdefault("ip", stem + "-ipc")
         super().__init__(**kwargs)
+
+    def write_connection_file(self, **kwargs: Any) -> tuple[str, dict[str, Any]]:
+        """The connection file, written as jupyter_client writes it (readable by its owner only), then given to the
+        kernel's uid where that is another user (the grader's uid 65534 fallback, `isolation.KERNEL_UID_ENV`)."""
+        written = super().write_connection_file(**kwargs)
+        uid = os.environ.get(isolation.KERNEL_UID_ENV)
+        if uid:
+            os.chown(self.connection_file, int(uid), int(uid))
+        return written
 
 
 class KernelGone(RuntimeError):

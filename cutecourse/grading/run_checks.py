@@ -98,6 +98,8 @@ def run_nbval(g: Grade) -> tuple[dict[int, tuple[str, str]], dict[str, str]]:
     nbval_env = dict(os.environ, JUPYTER_PATH=str(g.work / "jupyter"), JUPYTER_RUNTIME_DIR=str(runtime),
                      JUPYTER_CONFIG_DIR=str(g.work / "jupyter-config"), JUPYTER_DATA_DIR=str(g.work / "jupyter"),
                      JUPYTER_PLATFORM_DIRS="1")
+    if g.walls.isolation.kind == "uid":
+        nbval_env[isolation.KERNEL_UID_ENV] = str(isolation.NOBODY)
     # nbval shuts its kernel down; were nbval killed, the kernel's bwrap dies with it (--die-with-parent). Either
     # way each check cell's record was written before that cell's reply, so the records are whole now.
     finished = pytest_run.run(cmd, g.deadline, cwd=g.work, env=nbval_env)

@@ -23,3 +23,7 @@ NO_JAIL = _no_jail()
 #: A test that grades in bubblewrap and nothing else (the attack suite, --jobs, the workflow): skipped, with the cause
 #: and its fix, where no jail can be made.
 needs_jail = pytest.mark.skipif(NO_JAIL is not None, reason=str(NO_JAIL))
+
+#: The isolation the attack suite grades in: "auto" (bubblewrap here), or "uid" when test_docker_mode.py runs the suite
+#: again as Gradescope's Docker mode grades (no namespaces, learners as uid 65534).
+ISOLATION = os.environ.get("CUTECOURSE_TEST_ISOLATION", "auto")

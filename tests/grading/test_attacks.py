@@ -23,7 +23,7 @@ from cutecourse.grading import grader, isolation, reports, results
 from cutecourse.grading import notebook as nbio
 from cutecourse.grading.cells import learner_cells
 
-from .jail import needs_jail
+from .jail import ISOLATION, needs_jail
 from .submissions import DEMO, ROOT, SOLUTION_0_1, WRONG_0_1
 
 pytestmark = [pytest.mark.slow, needs_jail]
@@ -105,7 +105,7 @@ def attack(demo_course, make_submission, neighbour, tmp_path, monkeypatch):
         made.clear()
         before, theirs = environment_digest(), digest(neighbour)
         started = time.monotonic()
-        report = grader.grade(make_submission(name, answers), demo_course, timeout=timeout)
+        report = grader.grade(make_submission(name, answers), demo_course, timeout=timeout, isolation_kind=ISOLATION)
         elapsed = time.monotonic() - started
         reports.write([report], tmp_path / "out")
         time.sleep(1.0)  # anything left running would act now
@@ -194,9 +194,10 @@ for _t in {targets!r}:
     written = [t for t in targets if Path(t).is_file() and b"PWNED" in Path(t).read_bytes()]
     assert written == [], f"the submission wrote into {written}"
     # The next students are graded as if nothing had happened.
-    untouched = grader.grade(make_submission("after_writes_untouched", {}), demo_course, timeout=TIMEOUT)
+    untouched = grader.grade(make_submission("after_writes_untouched", {}), demo_course, timeout=TIMEOUT,
+                              isolation_kind=ISOLATION)
     honest = grader.grade(make_submission("after_writes_honest", {"0.1": SOLUTION_0_1}), demo_course,
-                          timeout=TIMEOUT)
+                          timeout=TIMEOUT, isolation_kind=ISOLATION)
     assert untouched.score == 0 and honest.exercises()["0.1"] == (3.0, 3.0), reports.summary(honest)
 
 
@@ -296,7 +297,8 @@ for _ in range(3):  # three processes of 1 GiB each, together over the submissio
 _ok = all(os.waitpid(p, 0)[1] == 0 for p in _kids)
 """ + _gain("_ok")
     limits = isolation.Limits(memory_mb=2048)
-    report = grader.grade(make_submission("memory_hog", {"0.1": answer}), demo_course, timeout=30, limits=limits)
+    report = grader.grade(make_submission("memory_hog", {"0.1": answer}), demo_course, timeout=30, limits=limits,
+                          isolation_kind=ISOLATION)
     assert report.exercises()["0.1"][0] == 0, reports.summary(report)
 
 
