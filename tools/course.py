@@ -38,8 +38,8 @@ COURSE_FOLDERS = ("notebooks", "exercises", "solutions")
 # command runs there), the file browser opens on the lessons, and no news prompt covers the first outputs.
 LAB_OPTIONS = ["--ServerApp.root_dir=.", "--ServerApp.default_url=/lab/tree/notebooks", "--LabApp.news_url=None"]
 #: Where the course runs when no torch wheel exists for this machine.
-ELSEWHERE = ("run the course on Colab (the \"Open in Colab\" badge atop each notebook) or in the Modal lab (modal run "
-             "cloud/modal_lab.py); README, \"Where to run it\"")
+ELSEWHERE = ("on Colab (the \"Open in Colab\" badge atop each notebook) or in the Modal lab (modal run "
+             "cloud/modal_lab.py), as the README's \"Where to run it\" says")
 
 
 def torch_install(system: str, machine: str, has_gpu: bool, local_cpu_wheel: bool = False,
@@ -58,11 +58,11 @@ def torch_install(system: str, machine: str, has_gpu: bool, local_cpu_wheel: boo
     if (system, machine) == ("Darwin", "x86_64"):
         raise SystemExit(f"tools/course.py: PyTorch publishes no torch {version} for Intel macOS (its last Intel "
                          f"macOS wheels are torch 2.2, and the course needs 2.4+), so it cannot be set up on this "
-                         f"Mac: {ELSEWHERE}, or a Linux virtual machine")
+                         f"Mac: run it in a Linux virtual machine, or {ELSEWHERE}")
     if (system, machine) == ("Windows", "ARM64"):
         raise SystemExit(f"tools/course.py: PyPI has no torch {version} for Windows on ARM: run this script with the "
                          "x64 (AMD64) Python from python.org, which runs under Windows' x64 emulation, or in WSL "
-                         f"(Linux aarch64, where torch and the CuTe DSL both exist); or {ELSEWHERE}")
+                         f"(Linux aarch64, where torch and the CuTe DSL both exist), or run the course {ELSEWHERE}")
     if (system, machine) in (("Darwin", "arm64"), ("Windows", "AMD64"), ("Linux", "aarch64")):
         return [f"torch=={version}"]
     if (system, machine) != ("Linux", "x86_64"):
