@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cutecourse.grading.course import Course
 
 
 def _doctor(args: argparse.Namespace) -> int:
@@ -38,7 +42,7 @@ def _build(args: argparse.Namespace) -> int:
     return 0
 
 
-def _usage_error(submissions: list[str], course, lesson: str | None, uploads: bool) -> str | None:  # noqa: ANN001
+def _usage_error(submissions: list[str], course: "Course", lesson: str | None, uploads: bool) -> str | None:
     """What is wrong with the command line's submissions, before anything is graded or written: a path that is no
     notebook, no file (unless they are `uploads`, which are graded as lost), or names no lesson of the course."""
     from pathlib import Path
