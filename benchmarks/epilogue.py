@@ -44,7 +44,7 @@ FP8 = "float8_e4m3fn"
 DTYPES = ("bfloat16", "float16", FP8)
 FUSED_ACTIVATIONS = ("gelu_tanh", "relu")  # the two cuBLASLt fuses (torch._addmm_activation's use_gelu)
 #: The steps with an epilogue, and those of them with fp8 (wgmma's fp8 needs Hopper), by number.
-EPILOGUE_STEPS = tuple(GEMM_STEPS.index(s) + 1 for s in ("gemm05_swizzle", "gemm09_multicast", "gemm10_pingpong"))
+EPILOGUE_STEPS = tuple(GEMM_STEPS.index(s) + 1 for s in ("gemm05_swizzle", "gemm10_multicast", "gemm11_pingpong"))
 FP8_STEPS = EPILOGUE_STEPS[1:]
 UNFUSED = "torch unfused"
 FUSED = "cuBLASLt fused"

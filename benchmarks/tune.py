@@ -1,6 +1,6 @@
 """The tuner's coordinate search against the exhaustive sweep of the same space, on this GPU.
 
-    python benchmarks/tune.py [--shapes 4096x4096x4096 8192x8192x8192] [--step gemm09_multicast] [--dtype bfloat16]
+    python benchmarks/tune.py [--shapes 4096x4096x4096 8192x8192x8192] [--step gemm10_multicast] [--dtype bfloat16]
 
 For each shape: the exhaustive sweep of `cutecourse.tuning.SPACES[step]` (every Config compiled, checked against
 float64 and timed, settled and interleaved), then the coordinate search (cutecourse.tune's default) over the same
@@ -19,7 +19,7 @@ from cutecourse import bench, tuning
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", nargs="+", default=["4096x4096x4096", "8192x8192x8192"])
-    parser.add_argument("--step", default="gemm09_multicast", choices=sorted(tuning.SPACES))
+    parser.add_argument("--step", default="gemm10_multicast", choices=sorted(tuning.SPACES))
     parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
     parser.add_argument("--search-rounds", type=int, default=3, help="rounds of each search's timing")
     parser.add_argument("--rounds", type=int, default=5, help="rounds of the final comparison")

@@ -43,10 +43,11 @@ from cutecourse.kernels.gemm.plans import Plans
 
 ANY_SHAPE = "gemm02_smem"
 SM80 = "gemm05_swizzle"
-COOPERATIVE = "gemm09_multicast"
-PINGPONG = "gemm10_pingpong"
-#: Steps that fuse an epilogue (``epilogue=``, ``bias=``, ``c=`` with ``beta``, ``aux=``, ``alpha``).
-FUSING = (SM80, COOPERATIVE, PINGPONG)
+COOPERATIVE = "gemm10_multicast"
+PINGPONG = "gemm11_pingpong"
+#: Steps that fuse an epilogue (``epilogue=``, ``bias=``, ``c=`` with ``beta``, ``aux=``, ``alpha``): every step from
+#: 5 on.
+FUSING = GEMM_STEPS[GEMM_STEPS.index(SM80):]
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,7 @@ def _step_of(config: Any) -> str:
         if type(config) is _module(step).Config:
             return step
     raise ValueError(f"config={config!r}: pass a GEMM step's Config, e.g. "
-                     "cutecourse.kernels.gemm.gemm09_multicast.Config(tile_n=128), or None to let the dispatcher "
+                     "cutecourse.kernels.gemm.gemm10_multicast.Config(tile_n=128), or None to let the dispatcher "
                      "choose")
 
 

@@ -32,9 +32,9 @@ from cutecourse import tune_cache
 SPACES: dict[str, dict[str, tuple[Any, ...]]] = {
     "gemm05_swizzle": {"tile_m,warps_m": ((128, 2), (256, 4)), "stages": (3, 4), "raster": (1, 8, 16),
                        "tile_k": (32, 64)},
-    "gemm09_multicast": {"tile_m,tile_n": ((128, 256), (256, 128)), "cluster_m,cluster_n": ((2, 1), (1, 2), (1, 1)),
+    "gemm10_multicast": {"tile_m,tile_n": ((128, 256), (256, 128)), "cluster_m,cluster_n": ((2, 1), (1, 2), (1, 1)),
                          "group_m": (4, 8), "epi_n": (32, 64)},
-    "gemm10_pingpong": {"tile_m,tile_n": ((128, 128), (64, 256)), "cluster_m,cluster_n": ((2, 1), (1, 2), (1, 1)),
+    "gemm11_pingpong": {"tile_m,tile_n": ((128, 128), (64, 256)), "cluster_m,cluster_n": ((2, 1), (1, 2), (1, 1)),
                         "group_m": (4, 8), "epi_n": (32, 64)},
 }
 SEARCHES = ("coordinate", "exhaustive")

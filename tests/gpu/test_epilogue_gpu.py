@@ -44,7 +44,7 @@ finally:
     sys.path.remove(str(ROOT / "benchmarks"))
 within_epilogue_bounds = bench.within_epilogue_bounds
 
-STEPS = ["gemm05_swizzle", "gemm09_multicast", "gemm10_pingpong"]
+STEPS = ["gemm05_swizzle", "gemm10_multicast", "gemm11_pingpong"]
 BIASES = ("none", "n", "m")
 D_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAJORS = (("k", "n"), ("k", "k"), ("m", "n"), ("m", "k"))
@@ -151,9 +151,9 @@ def test_the_epilogue_matches_float64_torch_on_random_shapes(step, variant):
 
 
 #: step -> (fp8 dtype, D dtype) pairs: both fp8 formats, every D dtype, bf16 D on both steps.
-FP8_CASES = {"gemm09_multicast": [(torch.float8_e4m3fn, torch.bfloat16), (torch.float8_e4m3fn, torch.float16),
+FP8_CASES = {"gemm10_multicast": [(torch.float8_e4m3fn, torch.bfloat16), (torch.float8_e4m3fn, torch.float16),
                                   (torch.float8_e5m2, torch.bfloat16), (torch.float8_e5m2, torch.float32)],
-             "gemm10_pingpong": [(torch.float8_e4m3fn, torch.bfloat16), (torch.float8_e4m3fn, torch.float32),
+             "gemm11_pingpong": [(torch.float8_e4m3fn, torch.bfloat16), (torch.float8_e4m3fn, torch.float32),
                                  (torch.float8_e5m2, torch.bfloat16), (torch.float8_e5m2, torch.float16)]}
 
 
@@ -184,13 +184,13 @@ def test_fp8_matches_float64_of_the_dequantized_inputs_on_random_shapes(step, dt
 
 
 def test_fp8_agrees_with_torch_scaled_mm():
-    gemm10_pingpong = gemm_gpu.runnable("gemm10_pingpong")
+    gemm11_pingpong = gemm_gpu.runnable("gemm11_pingpong")
     m = 1008  # torch._scaled_mm wants multiples of 16; none is of a 128-tile
     n = 2032
     k = 1536
     a8, b8, sa, sb, ref = quantized(m, n, k, torch.float8_e4m3fn)
     d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-    gemm10_pingpong.gemm(a8, b8, d, gemm10_pingpong.FP8_CONFIG, alpha=sa * sb)
+    gemm11_pingpong.gemm(a8, b8, d, gemm11_pingpong.FP8_CONFIG, alpha=sa * sb)
     theirs = torch._scaled_mm(a8, b8, scale_a=torch.tensor(sa, device="cuda"), scale_b=torch.tensor(sb, device="cuda"),
                               out_dtype=torch.bfloat16)
     torch.cuda.synchronize()
@@ -215,7 +215,7 @@ def bad_arguments(m, n):
     ]
 
 
-@pytest.mark.parametrize("step", ["gemm05_swizzle", "gemm10_pingpong"])
+@pytest.mark.parametrize("step", ["gemm05_swizzle", "gemm11_pingpong"])
 def test_the_launcher_refuses_bad_epilogue_arguments_by_name(step):
     module = gemm_gpu.runnable(step)
     m = 128

@@ -95,12 +95,15 @@ def test_step_matches_float64_torch_on_random_shapes(step, combo):
 
 #: step -> {what: Config fields}: tile shapes and schedules beside a step's default, each on 100 random shapes.
 VARIANTS = {
-    "gemm07_warpspecialized": {"64-row tiles: one consumer warpgroup": dict(tile_m=64)},
-    "gemm08_persistent": {"256 x 128 tiles: two 64-row slabs a consumer warpgroup": dict(tile_m=256, tile_n=128)},
-    "gemm09_multicast": {"256 x 128 tiles, cluster 1 x 2, multicast A": dict(
+    "gemm06_tma": {"128 x 128 x 32 tiles, 4 stages": dict(tile_m=128, warps_m=2, tile_k=32, stages=4)},
+    "gemm07_wgmma": {"128 x 128 tiles, one warpgroup of two 64-row slabs, 2 stages": dict(
+        tile_m=128, tile_n=128, warpgroups=1, stages=2)},
+    "gemm08_warpspecialized": {"64-row tiles: one consumer warpgroup": dict(tile_m=64, warpgroups=1)},
+    "gemm09_persistent": {"256 x 128 tiles: two 64-row slabs a consumer warpgroup": dict(tile_m=256, tile_n=128)},
+    "gemm10_multicast": {"256 x 128 tiles, cluster 1 x 2, multicast A": dict(
         tile_m=256, tile_n=128, cluster_m=1, cluster_n=2, epi_n=32, epi_stages=2),
                          "cluster 1 x 1: no multicast": dict(cluster_m=1)},
-    "gemm10_pingpong": {"128 x 64 tiles, cluster 1 x 2": dict(tile_n=64, cluster_m=1, cluster_n=2)},
+    "gemm11_pingpong": {"128 x 64 tiles, cluster 1 x 2": dict(tile_n=64, cluster_m=1, cluster_n=2)},
 }
 
 
@@ -114,7 +117,7 @@ def test_other_configs_of_a_step_match_too(step, what):
         assert not wrong, f"{step} {config}: {len(wrong)} of {len(cases)} shapes wrong:\n" + "\n".join(wrong[:10])
 
 
-@pytest.mark.parametrize("step", ["gemm08_persistent", "gemm09_multicast", "gemm10_pingpong"])
+@pytest.mark.parametrize("step", ["gemm09_persistent", "gemm10_multicast", "gemm11_pingpong"])
 def test_persistent_grids_of_any_size_cover_every_tile(step):
     """The persistent grid is as small as its rounds allow and never larger than the GPU: with 114 SMs (an H100
     PCIe), with more SMs than the GPU has (lowered to its count), and with 6, every tile is computed once."""
@@ -165,22 +168,29 @@ BROKEN = {
         "ldmatrix reads A unswizzled, though cp.async wrote it swizzled": [
             ("thr_copy_s2r_a.partition_S(sA)",
              "thr_copy_s2r_a.partition_S(cute.make_tensor(sA.iterator, sA_layout.outer))")]},
-    "gemm06_wgmma": {
+    "gemm06_tma": {
+        "the TMA writes A unswizzled, ldmatrix reads it 128B-swizzled": [
+            ("cute.slice_(sA_layout, (None, None, 0)),\n", "cute.slice_(sA_layout.outer, (None, None, 0)),\n")],
+        "the warps wait for each next tile with the first phase's parity only": [
+            ("cute.arch.mbarrier_wait(full + nxt, (kt + 1) // stages % 2)", "cute.arch.mbarrier_wait(full + nxt, 0)")]},
+    "gemm07_wgmma": {
         "the TMA writes A unswizzled, the wgmma reads it 128B-swizzled": [
             ("cute.slice_(sA_layout, (None, None, 0)),\n", "cute.slice_(sA_layout.outer, (None, None, 0)),\n")],
-        "each wgmma overwrites the accumulators": [("    tiled_mma.set(warpgroup.Field.ACCUMULATE, True)\n", "")]},
-    "gemm07_warpspecialized": {
-        "the producer writes every k-tile into stage 0": [("tAsA[(None, write.index)]", "tAsA[(None, 0)]")]},
-    "gemm08_persistent": {
+        "each wgmma overwrites the accumulators": [("        tiled_mma.set(warpgroup.Field.ACCUMULATE, True)\n", "")],
+        "the warps wait for each tile with the first phase's parity only": [
+            ("cute.arch.mbarrier_wait(full + read, kt // stages % 2)", "cute.arch.mbarrier_wait(full + read, 0)")]},
+    "gemm08_warpspecialized": {
+        "the producer writes every k-tile into stage 0": [("tAsA[None, write.index]", "tAsA[None, 0]")]},
+    "gemm09_persistent": {
         "every CTA starts at work item 0": [("first_work, _, _ = cute.arch.block_idx()",
                                              "first_work = cutlass.Int32(0)")],
         "the raster takes the last, shorter group as a whole one": [
             ("rows = cutlass.min(tiles_m - first_m, group_m)", "rows = group_m")]},
-    "gemm09_multicast": {
+    "gemm10_multicast": {
         "both CTAs of a cluster take the same tile": [("(first_m + r % rows) * cluster_m + cta_m",
                                                        "(first_m + r % rows) * cluster_m")],
         "every TMA store writes the tile's first subtile": [("bSG_gC[(None, j)]", "bSG_gC[(None, 0)]")]},
-    "gemm10_pingpong": {
+    "gemm11_pingpong": {
         "warpgroup 2 stores its tiles over warpgroup 1's": [
             ("\n            tm, tn = _tile_coord(work, ",
              "\n            tm, tn = _tile_coord(work - consumer * work_stride, ")]},

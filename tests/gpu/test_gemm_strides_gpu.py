@@ -115,7 +115,7 @@ def test_the_scalar_steps_take_unaligned_starts_and_leading_dimensions(step):
         assert not wrong, f"{step}: " + "\n".join(wrong)
 
 
-@pytest.mark.parametrize("step", ["gemm05_swizzle", "gemm10_pingpong"])
+@pytest.mark.parametrize("step", ["gemm05_swizzle", "gemm11_pingpong"])
 def test_a_launcher_that_passes_the_extents_for_the_leading_dimensions_fails_the_check(step, monkeypatch):
     module = runnable(step)
 

@@ -26,8 +26,8 @@ def cache(tmp_path, monkeypatch):
 
 def test_a_tuned_pick_is_stored_and_the_dispatcher_runs_it():
     major, minor = torch.cuda.get_device_capability()
-    step = "gemm10_pingpong" if major * 10 + minor == 90 else "gemm05_swizzle"
-    space = {"group_m": (4, 8), "epi_n": (32, 64)} if step == "gemm10_pingpong" else {"raster": (1, 8)}
+    step = "gemm11_pingpong" if major * 10 + minor == 90 else "gemm05_swizzle"
+    space = {"group_m": (4, 8), "epi_n": (32, 64)} if step == "gemm11_pingpong" else {"raster": (1, 8)}
     lines = []
     tuned = tuning.tune((1024, 1536, 512), "bfloat16", step=step, space=space, rounds=1, settle_ms=20,
                         say=lines.append)

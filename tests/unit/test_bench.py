@@ -36,11 +36,11 @@ def test_the_kernel_specs_name_a_malformed_variant_and_the_form_they_want():
 
     pytest.importorskip("cutlass")
     pytest.importorskip("torch")  # the kernels it lists import torch; the DSL alone (3.10, no torch) is not enough
-    for bad in ("11:stages=3", "9:epi_n", "stages=3"):
+    for bad in ("12:stages=3", "10:epi_n", "stages=3"):
         with pytest.raises(SystemExit, match=f"--variants '{bad}': write STEP:FIELD=VALUE"):
             bench.kernels_to_time([], [bad])
-    assert list(bench.kernels_to_time([9], ["9:epi_n=64,stages=3"])) == [
-        "gemm09_multicast", "gemm09_multicast(epi_n=64,stages=3)"]
+    assert list(bench.kernels_to_time([10], ["10:epi_n=64,stages=3"])) == [
+        "gemm10_multicast", "gemm10_multicast(epi_n=64,stages=3)"]
 
 
 def test_the_summary_takes_medians_and_the_ratio_to_the_baseline_of_the_same_rounds():
@@ -55,9 +55,9 @@ def test_the_rows_are_written_as_csv_with_the_first_rows_keys_and_as_a_markdown_
     path = tmp_path / "run.csv"
     bench.write_csv([{"kernel": "ours", "ms": "0.21"}, {"kernel": "torch.matmul", "ms": "0.2"}], str(path))
     assert path.read_text().splitlines() == ["kernel,ms", "ours,0.21", "torch.matmul,0.2"]
-    row = dict(dtype="bfloat16", data="integers", M=8, N=16, K=32, kernel="gemm09_multicast", ms="0.1", tflops="1.0",
+    row = dict(dtype="bfloat16", data="integers", M=8, N=16, K=32, kernel="gemm10_multicast", ms="0.1", tflops="1.0",
                ratio="0.990", sm_mhz="1500", watts="690")
-    assert bench.table([row]).splitlines()[2] == ("| bfloat16 | integers | 8×16×32 | gemm09_multicast | 0.1 | 1.0 | "
+    assert bench.table([row]).splitlines()[2] == ("| bfloat16 | integers | 8×16×32 | gemm10_multicast | 0.1 | 1.0 | "
                                                   "0.990 | 1500 | 690 |")
 
 
@@ -122,9 +122,9 @@ def test_ncu_asks_for_the_first_metric_it_knows_and_its_csv_is_read_in_our_units
     assert profiles[0]["cycles"] == 312000 and profiles[1]["L2 read sectors (M)"] == 30.4
     assert profiles[0]["stalls"] == {"wait": 0.5, "barrier": 2.25, "long_scoreboard": 1.1, "sleeping": 0.1}
     assert "wait" not in profiles[1]["stalls"]  # n/a
-    row = ncu.flat(profiles[1], "gemm09_multicast")
+    row = ncu.flat(profiles[1], "gemm10_multicast")
     assert row["stall long_scoreboard"] == 3.0 and row["stall wait"] is None and "stalls" not in row
-    assert list(row)[:2] == ["launched", "kernel"] and row["launched"] == "gemm09_multicast"
+    assert list(row)[:2] == ["launched", "kernel"] and row["launched"] == "gemm10_multicast"
     assert list(row)[-len(ncu.STALLS):] == [f"stall {reason}" for reason in ncu.STALLS]  # every row has every column
     assert "launched" not in ncu.flat({"kernel": "k"}) and ncu.flat({"kernel": "k"})["stall barrier"] is None
     asked = line[line.index("--metrics") + 1].split(",")
@@ -132,7 +132,7 @@ def test_ncu_asks_for_the_first_metric_it_knows_and_its_csv_is_read_in_our_units
     # an ncu that knows only some stall reasons is asked for only those, as for the other metrics
     assert ncu.stalls({"smsp__average_warps_issue_stalled_wait_per_issue_active", "gpu__time_duration"}) == [
         ncu.STALL_METRIC.format("wait")]
-    table = ncu.table(["torch.matmul", "gemm09_multicast"], profiles).splitlines()
+    table = ncu.table(["torch.matmul", "gemm10_multicast"], profiles).splitlines()
     assert table[2].startswith("| torch.matmul | nvjet_sm90_tst_256x128 | 209.5 | 1490.0 | 312000 | 91.2 | n/a")
     assert table[2].endswith("| barrier 2.25, long_scoreboard 1.10, wait 0.50 |")  # the three largest, largest first
     assert table[3].endswith("| long_scoreboard 3.00, barrier 0.40, sleeping 0.20 |")
@@ -157,10 +157,10 @@ def test_bench_gemm_says_what_it_needs_where_it_cannot_run(capsys, monkeypatch):
         patched.setattr("shutil.which", lambda name: None)
         assert cli.main(["bench", "gemm", "--m", "8", "--n", "8", "--k", "8", "--ncu"]) == 2
         assert "ncu (Nsight Compute) is not on PATH. Install it" in capsys.readouterr().err
-        assert cli.main(["bench", "gemm", "--m", "8", "--n", "8", "--k", "8", "--ncu", "--kernels", "11"]) == 2
-        assert "step 11: the GEMM steps are 1-10" in capsys.readouterr().err  # before ncu is looked for
-    for spec, says in (("0", "step 0: the GEMM steps are 1-10"), ("x", "--kernels 'x': give torch, dispatch"),
-                       ("9:foo=1", "unexpected keyword argument 'foo'. gemm09_multicast.Config's fields are tile_m")):
+        assert cli.main(["bench", "gemm", "--m", "8", "--n", "8", "--k", "8", "--ncu", "--kernels", "12"]) == 2
+        assert "step 12: the GEMM steps are 1-11" in capsys.readouterr().err  # before ncu is looked for
+    for spec, says in (("0", "step 0: the GEMM steps are 1-11"), ("x", "--kernels 'x': give torch, dispatch"),
+                       ("10:foo=1", "unexpected keyword argument 'foo'. gemm10_multicast.Config's fields are tile_m")):
         assert cli.main(["bench", "gemm", "--m", "8", "--n", "8", "--k", "8", "--kernels", spec]) == 2
         assert says in capsys.readouterr().err
     if not torch.cuda.is_available():
@@ -183,7 +183,7 @@ rows = [["", "", *["" for _ in metrics]], ["0", "nvjet_a", *["1" for _ in metric
         ["1", "kernel_b", *["2" for _ in metrics]]]
 with open(args[args.index("--log-file") + 1], "w") as log:
     log.write("\\n".join(",".join(f'"{v}"' for v in row) for row in [header, *rows]) + "\\n")
-print("launched: torch.matmul gemm09_multicast")
+print("launched: torch.matmul gemm10_multicast")
 '''
 
 
@@ -210,7 +210,7 @@ def test_bench_gemm_ncu_asks_for_what_ncu_knows_and_writes_each_launch_and_stall
     out = capsys.readouterr().out
     assert "stalls: 17 reasons" in out  # the one this ncu lacks was not asked for
     table = [line for line in out.splitlines() if line.startswith("| ")]
-    assert table[1].startswith("| torch.matmul | nvjet_a | 1.0 |") and table[2].startswith("| gemm09_multicast |")
+    assert table[1].startswith("| torch.matmul | nvjet_a | 1.0 |") and table[2].startswith("| gemm10_multicast |")
     rows = list(csv.DictReader(open(out_csv)))
-    assert [r["launched"] for r in rows] == ["torch.matmul", "gemm09_multicast"]
+    assert [r["launched"] for r in rows] == ["torch.matmul", "gemm10_multicast"]
     assert rows[1]["stall wait"] == "2.0" and rows[1]["stall barrier"] == ""  # every reason a column

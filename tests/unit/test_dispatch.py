@@ -8,7 +8,7 @@ torch = pytest.importorskip("torch")
 
 import cutecourse  # noqa: E402
 from cutecourse import dispatch  # noqa: E402
-from cutecourse.kernels.gemm import epilogue, gemm05_swizzle, gemm09_multicast, gemm10_pingpong  # noqa: E402
+from cutecourse.kernels.gemm import epilogue, gemm05_swizzle, gemm10_multicast, gemm11_pingpong  # noqa: E402
 
 explain = cutecourse.gemm.explain
 
@@ -28,7 +28,7 @@ def test_the_package_names_gemm_and_tune_lazily_and_gemm_carries_explain():
         cutecourse.nope  # noqa: B018
 
 
-@pytest.mark.parametrize("arch, step", [(90, "gemm09_multicast"), (80, "gemm05_swizzle"), (86, "gemm05_swizzle"),
+@pytest.mark.parametrize("arch, step", [(90, "gemm10_multicast"), (80, "gemm05_swizzle"), (86, "gemm05_swizzle"),
                                         (89, "gemm05_swizzle"), (100, "gemm05_swizzle"), (120, "gemm05_swizzle")])
 def test_the_arch_picks_the_path(arch, step):
     choice = explain(*ops(4096, 4096, 4096), arch=arch)
@@ -46,12 +46,12 @@ def test_past_sm_90_the_reason_says_wgmma_is_sm_90a_only():
 
 
 @pytest.mark.parametrize("m, n, sms, step", [
-    (4096, 4096, 132, "gemm09_multicast"),  # 32 x 16 = 512 tiles
-    (128 * 12, 256 * 11, 132, "gemm09_multicast"),  # exactly 132 tiles: a full wave
-    (128 * 131, 256, 132, "gemm10_pingpong"),  # 131 tiles
-    (128 * 11, 256 * 12 - 8, 132, "gemm09_multicast"),  # a ragged N still counts its last tile: 11 x 12 = 132
-    (1024, 1024, 132, "gemm10_pingpong"),
-    (1024, 1024, 16, "gemm09_multicast"),  # 32 tiles fill a 16-SM GPU
+    (4096, 4096, 132, "gemm10_multicast"),  # 32 x 16 = 512 tiles
+    (128 * 12, 256 * 11, 132, "gemm10_multicast"),  # exactly 132 tiles: a full wave
+    (128 * 131, 256, 132, "gemm11_pingpong"),  # 131 tiles
+    (128 * 11, 256 * 12 - 8, 132, "gemm10_multicast"),  # a ragged N still counts its last tile: 11 x 12 = 132
+    (1024, 1024, 132, "gemm11_pingpong"),
+    (1024, 1024, 16, "gemm10_multicast"),  # 32 tiles fill a 16-SM GPU
 ])
 def test_on_sm_90_fewer_cooperative_tiles_than_sms_go_to_pingpong(m, n, sms, step):
     choice = explain(*ops(m, n, 512), arch=90, sms=sms)
@@ -62,9 +62,9 @@ def test_on_sm_90_fewer_cooperative_tiles_than_sms_go_to_pingpong(m, n, sms, ste
 def test_fp8_goes_to_the_hopper_steps_with_their_fp8_config():
     a, b = ops(4096, 4096, 4096, torch.float8_e4m3fn, majors=("k", "k"))
     choice = explain(a, b, arch=90)
-    assert choice.step == "gemm09_multicast" and choice.config == gemm09_multicast.FP8_CONFIG
+    assert choice.step == "gemm10_multicast" and choice.config == gemm10_multicast.FP8_CONFIG
     small = explain(*ops(256, 256, 256, torch.float8_e5m2, majors=("k", "k")), arch=90)
-    assert small.step == "gemm10_pingpong" and small.config == gemm10_pingpong.FP8_CONFIG
+    assert small.step == "gemm11_pingpong" and small.config == gemm11_pingpong.FP8_CONFIG
 
 
 @pytest.mark.parametrize("shape, majors", [((4096, 4096, 4095), ("k", "n")), ((4096, 4095, 4096), ("k", "n")),
@@ -90,7 +90,7 @@ def test_an_epilogue_on_operands_no_fusing_step_takes_runs_step_2_then_torchs_ep
                                   "elements; gemm02_smem loads scalars, any shape, stride and alignment, and stores "
                                   "a @ b only: its float32 product goes to a buffer and torch computes the epilogue "
                                   "from it")
-    assert explain(*ops(512, 512, 512), epilogue=epilogue.Epilogue("relu"), arch=90).step == "gemm10_pingpong"
+    assert explain(*ops(512, 512, 512), epilogue=epilogue.Epilogue("relu"), arch=90).step == "gemm11_pingpong"
 
 
 @pytest.mark.parametrize("make, kwargs, match", [
@@ -118,16 +118,16 @@ def test_where_no_step_fits_the_error_says_why_and_names_the_fallback(make, kwar
 
 def test_a_config_names_its_step_and_is_checked_against_the_arch():
     a, b = ops(1024, 1024, 1024)
-    choice = explain(a, b, arch=90, config=gemm09_multicast.Config(tile_n=128))
-    assert choice.step == "gemm09_multicast" and choice.config.tile_n == 128
+    choice = explain(a, b, arch=90, config=gemm10_multicast.Config(tile_n=128))
+    assert choice.step == "gemm10_multicast" and choice.config.tile_n == 128
     assert explain(a, b, arch=80, config=gemm05_swizzle.Config(tile_k=32, stages=4)).step == "gemm05_swizzle"
-    with pytest.raises(ValueError, match=r"gemm09_multicast.Config, which needs sm_90; this is sm_80"):
-        explain(a, b, arch=80, config=gemm09_multicast.Config())
+    with pytest.raises(ValueError, match=r"gemm10_multicast.Config, which needs sm_90; this is sm_80"):
+        explain(a, b, arch=80, config=gemm10_multicast.Config())
     with pytest.raises(ValueError, match=r"config=\{'tile_n': 128\}: pass a GEMM step's Config"):
         explain(a, b, arch=90, config={"tile_n": 128})
     # the step asked for cannot take it
     with pytest.raises(ValueError, match=r"K=60 elements, not a multiple of 8 elements"):
-        explain(*ops(64, 64, 60), arch=90, config=gemm09_multicast.Config())
+        explain(*ops(64, 64, 60), arch=90, config=gemm10_multicast.Config())
 
 
 def test_gemm_refuses_cpu_tensors_and_says_what_to_do():
@@ -137,13 +137,13 @@ def test_gemm_refuses_cpu_tensors_and_says_what_to_do():
 
 def test_a_choice_prints_its_step_config_and_reasons():
     text = str(explain(*ops(1024, 1024, 1024), arch=90))
-    assert text.splitlines()[0].startswith("gemm10_pingpong  Config(tile_m=128, tile_n=128")
+    assert text.splitlines()[0].startswith("gemm11_pingpong  Config(tile_m=128, tile_n=128")
     assert "  - 32 tiles of 128×256 < 132 SMs" in text
 
 
 def test_a_k_tail_is_named_and_needs_no_other_step():
     choice = explain(*ops(4096, 4096, 4136), arch=90)
-    assert choice.step == "gemm09_multicast"
+    assert choice.step == "gemm10_multicast"
     assert choice.reasons[-1] == ("K=4136 = 64 × 64 + 40: the last k-tile is partial, and the step fills the rest of "
                                   "it with zeros")
     assert not any("k-tile" in r for r in explain(*ops(4096, 4096, 4096), arch=90).reasons)

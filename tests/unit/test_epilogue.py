@@ -9,7 +9,7 @@ import torch
 from cutlass.cute.runtime import make_fake_stream
 
 from cutecourse.kernels import ptx
-from cutecourse.kernels.gemm import (epilogue, fp8, gemm04_multistage, gemm05_swizzle, gemm10_pingpong, launcher,
+from cutecourse.kernels.gemm import (epilogue, fp8, gemm04_multistage, gemm05_swizzle, gemm11_pingpong, launcher,
                                      operands)
 from cutecourse.kernels.gemm.epilogue import ACTIVATIONS, Epilogue, Fused, plan, reference
 
@@ -80,7 +80,7 @@ def test_what_the_call_fixes_goes_into_the_compiled_kernel():
 def test_a_step_without_an_epilogue_says_which_steps_fuse():
     a, b = torch.randn(64, 64, dtype=torch.float16), torch.randn(64, 64, dtype=torch.float16)
     with pytest.raises(ValueError, match=r"gemm04_multistage stores the plain product, so it takes no epilogue, "
-                                         r"alpha: .* gemm05_swizzle, gemm09_multicast and gemm10_pingpong"):
+                                         r"alpha: fused epilogues are in every step from gemm05_swizzle on"):
         gemm04_multistage.gemm(a, b, torch.empty(64, 64, dtype=torch.float16), epilogue=Epilogue("relu"), alpha=2.0)
 
 
@@ -88,11 +88,11 @@ def test_fp8_operands_are_hoppers_and_k_major():
     a8 = torch.randn(64, 32).to(torch.float8_e4m3fn)
     bt8 = torch.randn(48, 32).to(torch.float8_e4m3fn)
     d = torch.empty(64, 48, dtype=torch.bfloat16)
-    ops = operands.traits(a8, bt8.t(), d, step="gemm10_pingpong", vector=True, fp8=True)
+    ops = operands.traits(a8, bt8.t(), d, step="gemm11_pingpong", vector=True, fp8=True)
     assert (ops.ab, ops.a_major, ops.b_major, ops.vector) == ("float8_e4m3fn", "k", "k", 16)
     with pytest.raises(ValueError, match=r"a is K-major and b N-major; wgmma reads fp8 operands K-major only"):
-        operands.traits(a8, bt8.t().contiguous(), d, step="gemm10_pingpong", vector=True, fp8=True)
-    with pytest.raises(ValueError, match=r"gemm05_swizzle takes float16 or bfloat16 operands, and fp8 .* gemm10"):
+        operands.traits(a8, bt8.t().contiguous(), d, step="gemm11_pingpong", vector=True, fp8=True)
+    with pytest.raises(ValueError, match=r"gemm05_swizzle takes float16 or bfloat16 operands, and fp8 .* gemm11"):
         operands.traits(a8, bt8.t(), d, step="gemm05_swizzle", vector=True)
 
 
@@ -125,7 +125,7 @@ def _ptx(module, fused, arch, m=200, n=136, k=72, ab=torch.bfloat16, b_major="n"
 C_LOADS, BIAS_LOADS = "ld.global.b16", "ld.global.b32"  # C is bf16 here, the bias fp32
 
 
-@pytest.mark.parametrize("module, arch", [(gemm05_swizzle, "sm_80"), (gemm10_pingpong, "sm_90a")])
+@pytest.mark.parametrize("module, arch", [(gemm05_swizzle, "sm_80"), (gemm11_pingpong, "sm_90a")])
 def test_the_ptx_reads_c_only_when_beta_is_nonzero_and_the_bias_once_per_value(module, arch):
     gelu = _ptx(module, Fused(Epilogue("gelu_tanh", bias="n"), bias_dtype="float32"), arch)
     assert ptx.count(gelu, C_LOADS) == 0, "beta = 0 must not read C"
@@ -137,6 +137,6 @@ def test_the_ptx_reads_c_only_when_beta_is_nonzero_and_the_bias_once_per_value(m
 
 
 def test_fp8_operands_compile_to_the_fp8_wgmma():
-    code = _ptx(gemm10_pingpong, Fused(scaled=True), "sm_90a", k=256, ab=torch.float8_e4m3fn, b_major="k")
+    code = _ptx(gemm11_pingpong, Fused(scaled=True), "sm_90a", k=256, ab=torch.float8_e4m3fn, b_major="k")
     assert ptx.count(code, "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3") > 0
     assert ptx.count(code, "wgmma.mma_async.sync.aligned.m64n128k16") == 0

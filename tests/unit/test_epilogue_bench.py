@@ -23,17 +23,18 @@ def test_by_default_it_times_the_issues_shapes_and_dtypes_with_the_last_step(ben
     args = bench.parse([])
     assert args.shapes == [(4096, 4096, 4096), (8192, 8192, 8192)]
     assert args.dtypes == ["bfloat16", "float16", "float8_e4m3fn"]
-    assert (args.steps, args.fp8_steps, args.variants) == ([10], [10], [])
+    assert (args.steps, args.fp8_steps, args.variants) == ([11], [11], [])
     assert (args.rounds, args.settle_ms, args.csv) == (5, 1000.0, "epilogue.csv")
-    args = bench.parse(["--shapes", "2048x1024x512", "--dtypes", "float16", "--steps", "5", "9", "10", "--rounds", "3"])
-    assert (args.shapes, args.dtypes, args.steps, args.rounds) == ([(2048, 1024, 512)], ["float16"], [5, 9, 10], 3)
+    args = bench.parse(["--shapes", "2048x1024x512", "--dtypes", "float16", "--steps", "5", "10", "11",
+                        "--rounds", "3"])
+    assert (args.shapes, args.dtypes, args.steps, args.rounds) == ([(2048, 1024, 512)], ["float16"], [5, 10, 11], 3)
 
 
 @pytest.mark.parametrize("argv, says", [
     (["--shapes", "4096x4096"], "'4096x4096': write MxNxK with three positive integers"),
     (["--shapes", "4096x0x4096"], "'4096x0x4096': write MxNxK"),
-    (["--steps", "4"], "invalid choice: 4 (choose from 5, 9, 10)"),  # step 4 has no epilogue
-    (["--fp8-steps", "5"], "invalid choice: 5 (choose from 9, 10)"),  # fp8 wgmma needs Hopper
+    (["--steps", "4"], "invalid choice: 4 (choose from 5, 10, 11)"),  # step 4 has no epilogue
+    (["--fp8-steps", "5"], "invalid choice: 5 (choose from 10, 11)"),  # fp8 wgmma needs Hopper
     (["--dtypes", "float8_e5m2"], "invalid choice: 'float8_e5m2'"),
 ])
 def test_a_bad_argument_is_refused_by_name(bench, capsys, argv, says):
@@ -113,27 +114,27 @@ def fake_rounds(ms):
 def test_the_rows_carry_each_kernels_ratio_to_its_baseline_and_the_goals_their_verdicts(bench):
     meta = dict(date="2026-12-02", gpu="H200", dtype="bfloat16", M=4096, N=4096, K=4096)
     ms = {"torch.matmul": 0.20, "torch unfused gelu_tanh": 0.30, "cuBLASLt fused gelu_tanh": 0.25,
-          "gemm10_pingpong gelu_tanh": 0.235, "torch unfused relu": 0.28, "cuBLASLt fused relu": 0.22,
-          "gemm10_pingpong relu": 0.225}
+          "gemm11_pingpong gelu_tanh": 0.235, "torch unfused relu": 0.28, "cuBLASLt fused relu": 0.22,
+          "gemm11_pingpong relu": 0.225}
     rows = bench.rows_of(*fake_rounds(ms), 2 * 4096**3, **meta)
     by_kernel = {r["kernel"]: r for r in rows}
-    assert by_kernel["gemm10_pingpong gelu_tanh"]["baseline"] == "cuBLASLt fused gelu_tanh"
-    assert by_kernel["gemm10_pingpong gelu_tanh"]["ratio"] == f"{0.25 / 0.235:.3f}"
+    assert by_kernel["gemm11_pingpong gelu_tanh"]["baseline"] == "cuBLASLt fused gelu_tanh"
+    assert by_kernel["gemm11_pingpong gelu_tanh"]["ratio"] == f"{0.25 / 0.235:.3f}"
     assert by_kernel["torch.matmul"]["epilogue"] == "none" and by_kernel["torch.matmul"]["ratio"] == "1.000"
-    assert by_kernel["gemm10_pingpong relu"]["tflops"] == f"{2 * 4096**3 / 0.225 / 1e9:.1f}"
+    assert by_kernel["gemm11_pingpong relu"]["tflops"] == f"{2 * 4096**3 / 0.225 / 1e9:.1f}"
     fp8 = dict(meta, dtype="float8_e4m3fn")
     rows += bench.rows_of(*fake_rounds({"torch._scaled_mm": 0.15, "torch._scaled_mm fast_accum": 0.13,
-                                        "gemm10_pingpong fp8": 0.155}), 2 * 4096**3, **fp8)
+                                        "gemm11_pingpong fp8": 0.155}), 2 * 4096**3, **fp8)
     verdicts = {(g["dtype"], g["kernel"]): g for g in bench.goals(rows)}
-    assert list(verdicts) == [("bfloat16", "gemm10_pingpong gelu_tanh"), ("bfloat16", "gemm10_pingpong relu"),
-                              ("float8_e4m3fn", "gemm10_pingpong fp8")]
-    gelu = verdicts["bfloat16", "gemm10_pingpong gelu_tanh"]
+    assert list(verdicts) == [("bfloat16", "gemm11_pingpong gelu_tanh"), ("bfloat16", "gemm11_pingpong relu"),
+                              ("float8_e4m3fn", "gemm11_pingpong fp8")]
+    gelu = verdicts["bfloat16", "gemm11_pingpong gelu_tanh"]
     assert gelu["verdict"] == "target 1.05 met"  # 0.25 / 0.235 = 1.064
     assert gelu["vs_unfused"] == pytest.approx(0.30 / 0.235) and gelu["fused_vs_unfused"] == pytest.approx(0.30 / 0.25)
-    assert verdicts["bfloat16", "gemm10_pingpong relu"]["verdict"] == "goal 1.0 missed"  # 0.22 / 0.225 = 0.978
-    ours_fp8 = verdicts["float8_e4m3fn", "gemm10_pingpong fp8"]
+    assert verdicts["bfloat16", "gemm11_pingpong relu"]["verdict"] == "goal 1.0 missed"  # 0.22 / 0.225 = 0.978
+    ours_fp8 = verdicts["float8_e4m3fn", "gemm11_pingpong fp8"]
     assert ours_fp8["verdict"] == "goal 0.95 met"  # 0.15 / 0.155 = 0.968
     assert ours_fp8["vs_fast_accum"] == pytest.approx(0.13 / 0.155)
     table = bench.markdown(rows)
-    assert "| bfloat16 | 4096×4096×4096 | gelu_tanh | gemm10_pingpong gelu_tanh | 1.064 | 1.277 | 1.200 |  | " \
+    assert "| bfloat16 | 4096×4096×4096 | gelu_tanh | gemm11_pingpong gelu_tanh | 1.064 | 1.277 | 1.200 |  | " \
            "target 1.05 met |" in table

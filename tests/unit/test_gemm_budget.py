@@ -12,7 +12,7 @@ from cutlass.cute.runtime import make_fake_stream  # noqa: E402
 
 import cutecourse  # noqa: E402
 from cutecourse import hw  # noqa: E402
-from cutecourse.kernels.gemm import budget, epilogue, gemm05_swizzle, gemm10_pingpong  # noqa: E402
+from cutecourse.kernels.gemm import budget, epilogue, gemm05_swizzle, gemm11_pingpong  # noqa: E402
 from cutecourse.kernels.gemm import launcher, operands  # noqa: E402
 
 explain = cutecourse.gemm.explain
@@ -70,9 +70,9 @@ def test_a_launcher_refuses_a_config_its_gpu_cannot_launch(monkeypatch):
     a, b = torch.empty(256, 256, dtype=torch.float16), torch.empty(256, 256, dtype=torch.float16)
     with pytest.raises(ValueError, match=r"needs 147456 bytes .* sm_120 allows 101376"):
         gemm05_swizzle.gemm(a, b)
-    monkeypatch.setattr(gemm10_pingpong.gemm, "for_device", None)  # no GPU to ask for its SM count
-    with pytest.raises(ValueError, match=r"gemm10_pingpong.Config\(.*\) needs 2\d{5} bytes .* sm_120 allows"):
-        gemm10_pingpong.gemm(a, b)
+    monkeypatch.setattr(gemm11_pingpong.gemm, "for_device", None)  # no GPU to ask for its SM count
+    with pytest.raises(ValueError, match=r"gemm11_pingpong.Config\(.*\) needs 2\d{5} bytes .* sm_120 allows"):
+        gemm11_pingpong.gemm(a, b)
 
 
 @pytest.mark.parametrize("cc, arch", [(86, "sm_86"), (87, "sm_86"), (103, "sm_100"), (121, "sm_120"), (75, "sm_75")])

@@ -24,15 +24,17 @@ STEPS = {
     "gemm03_mma": ["mma.sync.aligned.m16n8k16", "ldmatrix"],
     "gemm04_multistage": ["cp.async.cg.shared.global", "cp.async.wait_group"],
     "gemm05_swizzle": ["st.global.v4"],  # the epilogue's 128-bit stores, which the swizzled C tile makes possible
-    "gemm06_wgmma": ["wgmma.mma_async", "cp.async.bulk.tensor", "mbarrier"],
-    "gemm07_warpspecialized": ["setmaxnreg"],
-    "gemm08_persistent": ["%nctaid"],  # a persistent CTA strides over the tiles by the grid's size
-    "gemm09_multicast": ["multicast::cluster", "barrier.cluster", "cp.async.bulk.tensor.2d.global.shared"],
-    "gemm10_pingpong": ["bar.arrive"],  # a warpgroup hands the mainloop to the other without waiting
+    "gemm06_tma": ["cp.async.bulk.tensor", "mbarrier"],  # TMA loads, completing on the full/empty mbarriers
+    "gemm07_wgmma": ["wgmma.mma_async"],
+    "gemm08_warpspecialized": ["setmaxnreg"],
+    "gemm09_persistent": ["%nctaid"],  # a persistent CTA strides over the tiles by the grid's size
+    "gemm10_multicast": ["multicast::cluster", "barrier.cluster", "cp.async.bulk.tensor.2d.global.shared"],
+    "gemm11_pingpong": ["bar.arrive"],  # a warpgroup hands the mainloop to the other without waiting
 }
-HOPPER = [step for step in STEPS if step >= "gemm06"]
-#: instructions a step must not have though an earlier one did: the Hopper steps leave mma.sync and cp.async behind.
-DROPPED = {step: ["mma.sync", "ldmatrix", "cp.async.cg", "cp.async.ca"] for step in HOPPER}
+#: instructions a step must not have though an earlier one did: the TMA steps leave cp.async behind, the wgmma steps
+#: mma.sync and ldmatrix too.
+DROPPED = {step: ["cp.async.cg", "cp.async.ca"] + (["mma.sync", "ldmatrix"] if step >= "gemm07" else [])
+           for step in STEPS if step >= "gemm06"}
 ORDER = list(STEPS)
 assert tuple(ORDER) == GEMM_STEPS, "a GEMM step was added or renamed: say here which instructions it adds"
 
@@ -48,7 +50,7 @@ def operands(m, n, k, ab=torch.float16, c=torch.float32, a_major="k", b_major="n
 
 
 def arch(step):
-    """Steps 1-5 compile for sm_80, the Hopper steps (which need sm_90) for sm_90a."""
+    """Steps 1-5 compile for sm_80, the Hopper steps (6 on, which need sm_90) for sm_90a."""
     return "sm_90a" if importlib.import_module(f"cutecourse.kernels.gemm.{step}").gemm.min_cc >= 90 else "sm_80"
 
 

@@ -97,7 +97,7 @@ def test_extents_past_the_grid_limit_are_refused_with_the_way_to_split():
         traits(a, b, c, vector=False)
 
 
-@pytest.mark.parametrize("step", ["gemm08_persistent", "gemm09_multicast", "gemm10_pingpong"])
+@pytest.mark.parametrize("step", ["gemm09_persistent", "gemm10_multicast", "gemm11_pingpong"])
 def test_the_persistent_steps_never_launch_more_ctas_than_the_gpu_has_sms_for(monkeypatch, step):
     from types import SimpleNamespace
 
@@ -113,10 +113,10 @@ def test_the_persistent_steps_never_launch_more_ctas_than_the_gpu_has_sms_for(mo
 
 
 def test_the_steps_take_their_limits_from_cutecourse_hw():
-    from cutecourse.kernels.gemm import gemm05_swizzle, gemm06_wgmma, gemm09_multicast
+    from cutecourse.kernels.gemm import gemm05_swizzle, gemm07_wgmma, gemm10_multicast
 
     assert gemm05_swizzle.SMEM_BYTES == hw.ARCH_LIMITS["sm_80"].smem_per_block_max == 163 * 1024
-    assert gemm06_wgmma.SMEM_BYTES == gemm09_multicast.SMEM_BYTES == 227 * 1024
+    assert gemm07_wgmma.SMEM_BYTES == gemm10_multicast.SMEM_BYTES == 227 * 1024
 
 
 @pytest.mark.parametrize("step, fields, match", [
@@ -126,14 +126,14 @@ def test_the_steps_take_their_limits_from_cutecourse_hw():
     ("gemm04_multistage", dict(stages=2), r"stages=2.*stages >= 3"),
     ("gemm05_swizzle", dict(stages=6), r"6 stages of 16-bit A and B tiles take more than the 166912 bytes"),
     ("gemm05_swizzle", dict(tile_n=96), r"tile_n=96.*tile_n a power of two"),
-    ("gemm06_wgmma", dict(tile_n=256), r"more than 128 accumulators a thread"),
-    ("gemm06_wgmma", dict(stages=1), r"stages=1.*stages must be at least 2"),
-    ("gemm07_warpspecialized", dict(stages=1), r"stages=1.*stages must be 0 \(as many as fit\) or at least 2"),
-    ("gemm10_pingpong", dict(stages=-1), r"stages=-1.*stages must be 0 \(as many as fit\) or at least 2"),
-    ("gemm07_warpspecialized", dict(tile_m=96), r"tile_m=96.*tile_m must be 64, 128 or 256"),
-    ("gemm08_persistent", dict(group_m=0), r"group_m=0.*group_m and sms must be at least 1"),
-    ("gemm09_multicast", dict(sms=1), r"sms=1.*sms at least cluster_m \* cluster_n"),
-    ("gemm10_pingpong", dict(tile_n=256), r"tile_n=256.*more than 128 accumulators a consumer thread"),
+    ("gemm07_wgmma", dict(tile_n=256), r"more than 128 accumulators a thread"),
+    ("gemm07_wgmma", dict(stages=1), r"stages=1.*stages must be at least 2"),
+    ("gemm08_warpspecialized", dict(stages=1), r"stages=1.*stages must be 0 \(as many as fit\) or at least 2"),
+    ("gemm11_pingpong", dict(stages=-1), r"stages=-1.*stages must be 0 \(as many as fit\) or at least 2"),
+    ("gemm08_warpspecialized", dict(tile_m=96), r"tile_m=96.*tile_m must be 64, 128 or 256"),
+    ("gemm09_persistent", dict(group_m=0), r"group_m=0.*group_m and sms must be at least 1"),
+    ("gemm10_multicast", dict(sms=1), r"sms=1.*sms at least cluster_m \* cluster_n"),
+    ("gemm11_pingpong", dict(tile_n=256), r"tile_n=256.*more than 128 accumulators a consumer thread"),
 ])
 def test_a_config_the_kernel_cannot_run_is_refused_by_name(step, fields, match):
     module = importlib.import_module(f"cutecourse.kernels.gemm.{step}")
@@ -150,7 +150,7 @@ def test_a_config_of_another_step_is_refused_by_name():
         gemm05_swizzle.gemm(*problem(), gemm04_multistage.Config())
 
 
-@pytest.mark.parametrize("step", ["gemm07_warpspecialized", "gemm09_multicast"])
+@pytest.mark.parametrize("step", ["gemm08_warpspecialized", "gemm10_multicast"])
 def test_explicit_stages_that_do_not_fit_shared_memory_are_refused_at_compile_time(step):
     from cutlass.cute.runtime import make_fake_stream
 

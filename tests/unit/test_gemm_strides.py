@@ -50,7 +50,7 @@ def test_a_vector_step_refuses_an_unaligned_leading_dimension_or_start_naming_st
     assert traits(a, b, torch.empty(64, 32), vector=False).vector == 1  # step 2 takes it
 
 
-@pytest.mark.parametrize("arch, step", [(90, "gemm10_pingpong"), (80, "gemm05_swizzle"), (89, "gemm05_swizzle")])
+@pytest.mark.parametrize("arch, step", [(90, "gemm11_pingpong"), (80, "gemm05_swizzle"), (89, "gemm05_swizzle")])
 def test_padded_operands_that_hold_whole_vectors_run_the_vector_steps(arch, step):
     a, b = padded(1000, 512, 64), padded(256, 512, 8).t()
     out = padded(1000, 256, 8, torch.float32)
@@ -101,8 +101,8 @@ def test_an_output_that_overlaps_an_input_is_refused_naming_both():
     with pytest.raises(ValueError, match=r"overlaps the input a"):  # another pitch over the same bytes
         operands.overlap("a", wide[:, :64], "out", wide.view(128, 64)[:64])
     # side by side in one padded matrix: they share no byte, so both are taken
-    assert explain(wide[:, :64], b, wide[:, 64:], arch=90).step == "gemm10_pingpong"
-    assert explain(a, b, torch.empty(64, 64, dtype=H), arch=90).step == "gemm10_pingpong"
+    assert explain(wide[:, :64], b, wide[:, 64:], arch=90).step == "gemm11_pingpong"
+    assert explain(a, b, torch.empty(64, 64, dtype=H), arch=90).step == "gemm11_pingpong"
 
 
 def test_an_epilogues_aux_that_overlaps_an_input_is_refused(monkeypatch):

@@ -11,11 +11,11 @@ pytest.importorskip("cutlass")
 torch = pytest.importorskip("torch")
 
 from cutecourse import tune_cache, tuning  # noqa: E402
-from cutecourse.kernels.gemm import gemm09_multicast  # noqa: E402
+from cutecourse.kernels.gemm import gemm10_multicast  # noqa: E402
 
-STEP = "gemm09_multicast"
+STEP = "gemm10_multicast"
 SPACE = tuning.SPACES[STEP]
-DEFAULT = gemm09_multicast.Config()
+DEFAULT = gemm10_multicast.Config()
 
 
 def test_candidates_are_the_product_of_the_fields_and_skip_what_the_config_refuses():
@@ -25,7 +25,7 @@ def test_candidates_are_the_product_of_the_fields_and_skip_what_the_config_refus
     assert all(c.tile_k == DEFAULT.tile_k for c in every)  # fields outside the space keep the base's value
     too_big = {"tile_m,tile_n": ((256, 256), (128, 128))}  # 256 x 256 is 256 accumulators a thread: refused
     assert [(c.tile_m, c.tile_n) for c in tuning.candidates(STEP, too_big, DEFAULT, ["tile_m,tile_n"])] == [(128, 128)]
-    assert tuning.changes(STEP, gemm09_multicast.Config(tile_n=128, group_m=4)) == "tile_n=128,group_m=4"
+    assert tuning.changes(STEP, gemm10_multicast.Config(tile_n=128, group_m=4)) == "tile_n=128,group_m=4"
     assert tuning.changes(STEP, DEFAULT) == ""
 
 
@@ -106,12 +106,12 @@ def test_a_new_tune_of_the_step_replaces_its_pick_and_another_steps_pick_stays_o
     again = dict(first, config={"epi_n": 64}, ms=0.21, ratio=0.99)  # a later run of the same step: it replaces
     tune_cache.store(key, again)
     assert tune_cache.lookup(a, b, c) == again
-    tune_cache.store(key, dict(again, step="gemm10_pingpong", config={}, ms=0.1, ratio=0.98))  # behind in its own run
+    tune_cache.store(key, dict(again, step="gemm11_pingpong", config={}, ms=0.1, ratio=0.98))  # behind in its own run
     assert tune_cache.lookup(a, b, c) == again
-    ahead = dict(again, step="gemm10_pingpong", config={}, ms=0.3, ratio=1.02)  # slower ms, but ahead of torch
+    ahead = dict(again, step="gemm11_pingpong", config={}, ms=0.3, ratio=1.02)  # slower ms, but ahead of torch
     tune_cache.store(key, ahead)
     assert tune_cache.lookup(a, b, c) == ahead
-    assert json.loads(cache.read_text())[key]["step"] == "gemm10_pingpong"
+    assert json.loads(cache.read_text())[key]["step"] == "gemm11_pingpong"
 
 
 def test_an_entry_the_step_no_longer_takes_is_ignored_and_a_damaged_cache_warns_and_is_ignored(cache):

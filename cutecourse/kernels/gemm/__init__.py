@@ -1,4 +1,4 @@
-"""The GEMM ladder of lessons 5-8: ten steps (`GEMM_STEPS`), each a module that adds one idea to the one before, and
+"""The GEMM ladder of lessons 5-8: eleven steps (`GEMM_STEPS`), each a module that adds one idea to the one before, and
 what the steps share.
 
 ==================  ==================================================================================================
@@ -12,8 +12,8 @@ module              what it holds
 ``launcher``        the launcher every step is called through: compile once per configuration, call with pointers
 ``plans``           the bounded cache of each call's verdict (the launchers' and ``cutecourse.gemm``'s)
 ``tolerances``      how close to float64 torch a GEMM's output must be (the tests, checks and benchmarks read it)
-``epilogue``        the fused epilogue ``D = act(alpha · acc + beta · C + bias)`` (steps 5, 9 and 10)
-``fp8``             per-tensor fp8 scaling around steps 9 and 10
+``epilogue``        the fused epilogue ``D = act(alpha · acc + beta · C + bias)`` (every step from 5 on)
+``fp8``             per-tensor fp8 scaling around steps 10 and 11
 ``steps``           each step's diff against the one before (reads the sources as text)
 ==================  ==================================================================================================
 
@@ -23,5 +23,5 @@ heavy.
 
 #: The steps, in order: each module adds one idea to the one before (README, "The GEMM steps";
 #: `cutecourse.kernels.gemm.steps.diff(n)` shows step n against step n - 1).
-GEMM_STEPS = ("gemm01_naive", "gemm02_smem", "gemm03_mma", "gemm04_multistage", "gemm05_swizzle", "gemm06_wgmma",
-              "gemm07_warpspecialized", "gemm08_persistent", "gemm09_multicast", "gemm10_pingpong")
+GEMM_STEPS = ("gemm01_naive", "gemm02_smem", "gemm03_mma", "gemm04_multistage", "gemm05_swizzle", "gemm06_tma",
+              "gemm07_wgmma", "gemm08_warpspecialized", "gemm09_persistent", "gemm10_multicast", "gemm11_pingpong")

@@ -10,7 +10,7 @@ Step 5's default Config (256 × 128 × 64, 3 stages: 144 KiB) is the fastest on 
 The byte counts follow each step's own allocations (`SmemAllocator` in its kernel): the A and B stage rings of
 (tile_m + tile_n) × tile_k operand elements; step 2 stages fp32; step 5 reuses its ring for C's tile; the Hopper
 steps reserve 1 KiB for their mbarriers and the 1024-byte alignment of the swizzled rings, size "stages=0" to fill
-the sm_90 limit, and add their epilogue rings (steps 9 and 10).
+the sm_90 limit, and add their epilogue rings (steps 10 and 11).
 
     >>> from cutecourse.kernels.gemm import gemm05_swizzle
     >>> smem_bytes("gemm05_swizzle", gemm05_swizzle.Config(), "bfloat16", "float32")  # 3 × 384 × 64 × 2
@@ -70,10 +70,12 @@ def smem_bytes(step: str, config: Any, ab: str, c: str) -> int:
         return config.stages * _ring(config, a_bytes)
     if step == "gemm05_swizzle":
         return max(config.stages * _ring(config, a_bytes), config.tile_m * config.tile_n * c_bytes)
-    if step in ("gemm06_wgmma", "gemm07_warpspecialized", "gemm08_persistent"):
+    if step in ("gemm06_tma", "gemm07_wgmma", "gemm08_warpspecialized"):  # step 5's buffer and 2 mbarriers a stage
+        return max(config.stages * _ring(config, a_bytes), config.tile_m * config.tile_n * c_bytes) + 16 * config.stages
+    if step == "gemm09_persistent":
         return _hopper(config, a_bytes, 0)
-    if step in ("gemm09_multicast", "gemm10_pingpong"):
-        consumers = 2 if step == "gemm10_pingpong" else 1  # step 10: an epilogue ring per consumer warpgroup
+    if step in ("gemm10_multicast", "gemm11_pingpong"):
+        consumers = 2 if step == "gemm11_pingpong" else 1  # step 11: an epilogue ring per consumer warpgroup
         return _hopper(config, a_bytes, config.tile_m * config.epi_n * c_bytes * config.epi_stages * consumers)
     raise ValueError(f"step={step!r}: not a GEMM step; the steps are in cutecourse.kernels.gemm.GEMM_STEPS")
 

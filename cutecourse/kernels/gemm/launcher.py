@@ -122,7 +122,7 @@ class Launcher(launch.Launcher):
                                           if not isinstance(value, (int, float)) or value != plain]
         if not self.fuses and asked:
             raise ValueError(f"{self.step} stores the plain product, so it takes no {', '.join(asked)}: fused "
-                             f"epilogues are in {operands.SM80_STEP}, gemm09_multicast and gemm10_pingpong")
+                             f"epilogues are in every step from {operands.SM80_STEP} on")
         ops = operands.check(a, b, c, step=self.step, vector=self.vector, min_cc=self.min_cc, fp8=self.fp8,
                              out="d")
         fused = epilogue.plan(epilogue_, alpha, beta, source, bias, aux, c)

@@ -96,7 +96,7 @@ def traits(a: Any, b: Any, c: Any, *, step: str, vector: bool, fp8: bool = False
     for name, t in (("a", a), ("b", b)):
         if launch.dtype_name(t) in FP8_DTYPES and not fp8:
             raise ValueError(f"{name} has dtype {t.dtype}; {step} takes float16 or bfloat16 operands, and fp8 ones "
-                             "only steps 9 and 10 (Hopper): use gemm10_pingpong")
+                             "only steps 10 and 11 (Hopper): use gemm11_pingpong")
         if launch.dtype_name(t) not in AB_DTYPES + FP8_DTYPES:
             raise ValueError(f"{name} has dtype {t.dtype}; the GEMM steps take float16 or bfloat16 operands: "
                              f"{name} = {name}.to(torch.bfloat16)")

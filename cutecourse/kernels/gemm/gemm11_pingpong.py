@@ -1,25 +1,21 @@
-"""GEMM, step 9: clusters with TMA multicast, and C stored by TMA. CTA pairs load each operand tile once for both,
-and C leaves through shared memory with a TMA store: the full Hopper kernel, on par with cuBLAS.
+"""GEMM, step 11: the pingpong schedule. Each consumer warpgroup owns whole tiles and the two take turns on the
+mainloop, so that one's epilogue runs while the other's wgmma keep the Tensor Cores busy.
 
-Step 8's CTAs each loaded their own A and B tiles and stored C from registers. Here:
+In step 10 both consumer warpgroups split every tile and ran its epilogue together: while they converted and stored
+C, no wgmma was issued. Here consumer warpgroup 1 takes the CTA's 1st, 3rd, ... work item and warpgroup 2 the 2nd,
+4th, ...; each computes a whole 128 × 128 tile (two 64-row wgmma slabs, again 128 accumulator registers per thread)
+and stores it through its own epilogue ring and named barrier. The producer fills the one stage ring in work order,
+so each warpgroup skips the stages of the other's work items. A pair of named barriers orders the mainloops: a
+warpgroup starts one only once the other has issued the previous work item's. Then every earlier stage has landed,
+which the parity waits need (waiting on a "full" barrier that is two phases behind, for the other warpgroup's stages
+still to come, would pass at once, the parity being the same), and the warpgroups alternate on the Tensor Cores:
+one multiplies while the other is in its epilogue.
 
-* **Clusters and TMA multicast.** Two CTAs of a cluster stacked along M need the same B tile: each loads half of
-  it and the TMA multicasts both halves into both CTAs' shared memory, halving B's L2 traffic (``cluster_n`` > 1
-  shares A the same way). A consumer must then release a slot to every CTA that writes into it, so the "empty"
-  barriers count arrivals across the cluster, and the cluster's barriers are initialized before any CTA uses them.
-  The grouped raster walks clusters instead of CTAs.
-* **TMA-store epilogue.** The consumers convert the accumulators to C's dtype in ``tile_m`` × ``epi_n`` subtiles,
-  write each into a small shared-memory ring (``stmatrix`` for 16-bit C) and one thread stores it with a TMA bulk
-  copy, which clips rows and columns past M and N. The TMA loads zero-fill past M, N and K, so ragged shapes need
-  no predicates at all. The store is asynchronous: the consumers go on to the next subtile, and to the next tile's
-  mainloop, while it drains.
+This is the schedule CUTLASS calls ping-pong. On an H200 it ran 3-5% slower than step 10's cooperative 128 × 256
+tiles, which move less data per FLOP (benchmarks/RESULTS.md): the lesson is what it overlaps, and what it costs.
 
-Both consumer warpgroups split each tile (64 rows each of 128 × 256) and run its epilogue together, the
-cooperative schedule; on an H200 its 128 × 256 tiles moved less data per FLOP than the alternative of one
-128 × 128 tile per warpgroup (step 10) and ran 3-5% faster (benchmarks/RESULTS.md).
-
-Config: tile_m 64, 128 or 256, tile_n a multiple of 64 up to 256 and of epi_n, at most 128 accumulators a consumer
-thread; stages 0 (as many as fit) or 2 or more that fit the sm_90 shared memory; sms ≥ cluster_m · cluster_n.
+Config: tile_m × tile_n at most 128 × 128 (one warpgroup's accumulators), tile_n a multiple of 64 and of epi_n;
+sms ≥ cluster_m · cluster_n.
 
 The fused epilogue (``D = act(alpha · acc + beta · C + bias)``, `cutecourse.kernels.gemm.epilogue`) runs on each
 subtile's accumulators before the conversion; fp8 operands (e4m3, e5m2, both K-major) use the fp8 wgmma, with
@@ -49,13 +45,14 @@ from cutecourse.kernels.gemm import device, epilogue, launcher
 SMEM_BYTES = hw.ARCH_LIMITS["sm_90"].smem_per_block_max  # shared memory one H100/H200 CTA may use
 WARPGROUP_THREADS, WARPGROUP_WARPS = cute.arch.THREADS_PER_WARPGROUP, cute.arch.WARPS_PER_WARPGROUP
 PRODUCER_REGS, CONSUMER_REGS = 40, 232  # setmaxnreg targets: 128 × 40 + 256 × 232 ≤ 64K registers per SM
-EPILOGUE_BARRIER = 1  # named barrier of the consumer warpgroups' epilogue (0 is the CTA-wide one)
+EPILOGUE_BARRIER = 1  # named barriers of the consumer warpgroups' epilogues: 1 and 2 (0 is the CTA-wide one)
+TURN_BARRIER = 3  # named barriers of the consumer warpgroups' turns on the mainloop: 3 and 4
 
 
 @dataclass(frozen=True)
 class Config:
-    tile_m: int = 128  # CTA tile M: 64, 128 or 256, split between the consumer warpgroups
-    tile_n: int = 256  # CTA tile N: a multiple of 64, at most 256 (one wgmma is 64 × tile_n × 16)
+    tile_m: int = 128  # a consumer warpgroup's tile: tile_m × tile_n ≤ 128 × 128 (128 accumulators a thread)
+    tile_n: int = 128
     tile_k: int = 64  # k-tile: one 128-byte swizzled row of 16-bit elements
     stages: int = 0  # k-tiles in flight in shared memory; 0: as many as fit next to the epilogue buffers
     group_m: int = 8  # tile raster: clusters per group along M
@@ -64,22 +61,17 @@ class Config:
     cluster_m: int = 2  # CTAs per cluster along M; they share (multicast) the B tile
     cluster_n: int = 1  # CTAs per cluster along N; they share (multicast) the A tile
     epi_n: int = 32  # epilogue subtile: tile_m × epi_n outputs per TMA store
-    epi_stages: int = 4  # shared-memory buffers for epilogue subtiles in flight
+    epi_stages: int = 2  # shared-memory buffers for epilogue subtiles in flight, per consumer warpgroup
 
     def __post_init__(self) -> None:
         if self.tile_m not in (64, 128, 256) or self.tile_n % 64 or self.tile_n > 256 or self.tile_n % self.epi_n:
             raise ValueError(f"{self}: tile_m must be 64, 128 or 256, tile_n a multiple of 64 up to 256 and of epi_n")
-        if self.tile_m * self.tile_n > 128 * 128 * self.consumer_warpgroups:
+        if self.tile_m * self.tile_n > 128 * 128:
             raise ValueError(f"{self}: more than 128 accumulators a consumer thread; make the tile smaller")
         if self.stages == 1 or self.stages < 0:  # one slot: the producer waits for a release that waits for it
             raise ValueError(f"{self}: stages must be 0 (as many as fit) or at least 2")
         if self.group_m < 1 or self.sms < self.cluster_m * self.cluster_n:
             raise ValueError(f"{self}: group_m must be at least 1 and sms at least cluster_m * cluster_n")
-
-    @property
-    def consumer_warpgroups(self) -> int:
-        """Consumer warpgroups that split one tile: one per 64 rows, at most 2."""
-        return min(self.tile_m // 64, 2)
 
 
 
@@ -110,8 +102,7 @@ def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAto
     tile_m, tile_n, tile_k = tiler
     cluster_m, cluster_n = cluster
     stages = cute.size(sA_layout, mode=[2])
-    epi_stages = cute.size(sC_layout, mode=[2])
-    consumers = cute.size(tiled_mma) // WARPGROUP_THREADS
+    epi_stages = cute.size(sC_layout, mode=[2]) // 2  # one sC ring per consumer warpgroup
     tidx, _, _ = cute.arch.thread_idx()
     warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
     warpgroup_idx = warp_idx // WARPGROUP_WARPS
@@ -133,15 +124,15 @@ def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAto
     sB = smem.allocate_tensor(ab, sB_layout.outer, 1024, sB_layout.inner)
     sC = smem.allocate_tensor(c_type, sC_layout.outer, 1024, sC_layout.inner)
 
-    # "full[s]" completes when the TMA bytes of stage s have landed; "empty[s]" when every consumer warp of every CTA
-    # that multicasts into stage s (its cluster row and column) released it.
+    # "full[s]" completes when the TMA bytes of stage s have landed; "empty[s]" when the consumer warps (of the one
+    # warpgroup whose tile it holds) of every CTA that multicasts into stage s (its cluster row and column) released
+    # it.
     stage_bytes = cute.size_in_bytes(ab, cute.slice_(sA_layout, (None, None, 0))) + cute.size_in_bytes(
         ab, cute.slice_(sB_layout, (None, None, 0)))
     pipe = pipeline.PipelineTmaAsync.create(
         barrier_storage=barriers, num_stages=stages, tx_count=stage_bytes,
         producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-        consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread,
-                                                 (cluster_m + cluster_n - 1) * WARPGROUP_WARPS * consumers),
+        consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, (cluster_m + cluster_n - 1) * WARPGROUP_WARPS),
         cta_layout_vmnk=cute.make_layout((1, cluster_m, cluster_n, 1)), defer_sync=True)
     pipeline.pipeline_init_arrive(cluster_shape_mn=cluster, is_relaxed=True)
 
@@ -180,11 +171,12 @@ def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAto
                 work += work_stride
             pipe.producer_tail(write)  # do not exit while cluster peers may still signal this CTA's barriers
     else:
-        # Consumers: both warpgroups take every work item of this CTA (first_work, first_work + work_stride, ...),
-        # each its 64-row slabs of the tile; wgmma over the ring, then the epilogue.
+        # Consumers: warpgroup 1 takes the work items i = 0, 2, 4, ... of this CTA (work = first_work + i·work_stride),
+        # warpgroup 2 the odd ones, each a whole tile; wgmma over the ring, then the epilogue.
         cute.arch.setmaxregister_increase(CONSUMER_REGS)
-        epi_tidx = tidx - WARPGROUP_THREADS  # thread index among the consumers
-        thr_mma = tiled_mma.get_slice(WARPGROUP_THREADS * (warpgroup_idx - 1))  # this warpgroup's rows of the tile
+        consumer = warpgroup_idx - 1  # 0 or 1: this warpgroup's first work item, sC ring and named barriers
+        epi_tidx = tidx - WARPGROUP_THREADS * warpgroup_idx  # thread index in this warpgroup
+        thr_mma = tiled_mma.get_slice(0)  # the whole tile
         tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sA))
         tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
         acc = cute.make_rmem_tensor(thr_mma.partition_shape_C((tile_m, tile_n)), cutlass.Float32)
@@ -201,17 +193,24 @@ def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAto
         sub_acc = cute.make_rmem_tensor(sub_shape, cutlass.Float32)
         sub_c = cute.make_rmem_tensor(sub_shape, c_type)
         sub_size = cute.size(sub_acc)
-        epi_barrier = pipeline.NamedBarrier(barrier_id=EPILOGUE_BARRIER, num_threads=WARPGROUP_THREADS * consumers)
-        store_warp = warp_idx == WARPGROUP_WARPS  # the first consumer warp issues the TMA stores
+        epi_barrier = pipeline.NamedBarrier(barrier_id=EPILOGUE_BARRIER + consumer, num_threads=WARPGROUP_THREADS)
+        store_warp = warp_idx == WARPGROUP_WARPS * warpgroup_idx  # the warpgroup's first warp issues its TMA stores
+        # Turns: a warpgroup starts a mainloop only once the other one has issued the previous work item's.
+        my_turn = pipeline.NamedBarrier(barrier_id=TURN_BARRIER + consumer, num_threads=2 * WARPGROUP_THREADS)
+        their_turn = pipeline.NamedBarrier(barrier_id=TURN_BARRIER + 1 - consumer, num_threads=2 * WARPGROUP_THREADS)
 
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, stages)
         release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, stages)
-        work = first_work
+        work = first_work + consumer * work_stride
+        read.advance(consumer * k_tiles)  # skip the stages of the work item the other warpgroup takes
+        release.advance(consumer * k_tiles)
         tiles_done = cutlass.Int32(0)
         while work < clusters_m * clusters_n:
             tm, tn = _tile_coord(work, clusters_m, clusters_n, group_m, cta_m, cta_n, cluster_m, cluster_n)
 
             # Mainloop: keep one k-tile of wgmma in flight; release a stage once the wgmma reading it retired.
+            if work != first_work:
+                my_turn.arrive_and_wait()  # the other warpgroup has issued the previous work item's mainloop
             pipe.consumer_wait(read)
             warpgroup.fence()  # order the accumulator registers before the wgmma batch reads them
             for kb in cutlass.range_constexpr(k_blocks):
@@ -233,12 +232,16 @@ def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAto
                 pipe.consumer_release(release)
                 release.advance()
                 read.advance()
+            if work + work_stride < clusters_m * clusters_n:
+                their_turn.arrive()  # the next work item is the other warpgroup's
             warpgroup.wait_group(0)
             pipe.consumer_release(release)
             release.advance()
+            read.advance(k_tiles)  # the other warpgroup's next work item
+            release.advance(k_tiles)
 
             # Epilogue: subtile j holds values [j·slab_values, (j+1)·slab_values) of each slab of every thread; it
-            # goes through buffer buf of the sC ring.
+            # goes through buffer buf of this warpgroup's sC ring.
             gC_sub = cute.zipped_divide(gC[(None, None, tm, tn)], epi_tile)  # ((tile_m, epi_n), (1, subtiles))
             bSG_sC, bSG_gC = cpasync.tma_partition(tma_atom_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2),
                                                    gC_sub)
@@ -256,7 +259,7 @@ def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAto
                         if cute.elem_less(coord, mSrc.shape):
                             sub_acc[v] = epilogue.element(fused, sub_acc[v], coord, mSrc, mBias, mAux, alpha, beta)
                 sub_c.store(sub_acc.load().to(c_type))
-                buf = (tiles_done * subtiles + j) % epi_stages
+                buf = consumer * epi_stages + (tiles_done * subtiles + j) % epi_stages
                 cute.copy(tiled_copy_r2s, sub_c, tRS_sC[(None, None, None, buf)])
                 cute.arch.fence_proxy("async.shared", space="cta")  # make the st.shared visible to the TMA unit
                 epi_barrier.arrive_and_wait()  # the whole subtile is in sC
@@ -266,7 +269,7 @@ def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAto
                     cute.arch.cp_async_bulk_wait_group(epi_stages - 1, read=True)  # the next buffer is free again
                 epi_barrier.arrive_and_wait()  # nobody overwrites a buffer a TMA store may still read
             tiles_done += 1
-            work += work_stride
+            work += 2 * work_stride
         if store_warp:
             cute.arch.cp_async_bulk_wait_group(0, read=True)
 
@@ -283,14 +286,15 @@ def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32,
     tiler = (config.tile_m, config.tile_n, config.tile_k)
     cluster = (config.cluster_m, config.cluster_n)
     a_layout, b_layout = LayoutEnum.from_tensor(mA), LayoutEnum.from_tensor(mB)
-    consumers = config.consumer_warpgroups
-    # One wgmma is 64 × tile_n × 16; each consumer warpgroup takes its 64-row slabs of the tile.
+    consumers = 2
+    # One wgmma is 64 × tile_n × 16; a consumer warpgroup repeats it down the tile's M.
     tiled_mma = sm90.make_trivial_tiled_mma(ab, ab, a_layout.sm90_mma_major_mode(), b_layout.sm90_mma_major_mode(),
-                                            cutlass.Float32, (consumers, 1, 1), tiler_mn=(64, config.tile_n))
+                                            cutlass.Float32, (1, 1, 1), tiler_mn=(64, config.tile_n))
 
-    # As many stages as fit next to the epilogue ring: 128 × 256 × 64 16-bit is 48 KB a stage, 4 stages.
+    # As many stages as fit next to the two epilogue rings: 128 × 128 × 64 16-bit is 32 KB a stage, 5 (fp32 C) or
+    # 6 stages with epi_stages=2.
     epi_tile = (config.tile_m, config.epi_n)
-    epi_bytes = config.tile_m * config.epi_n * c_type.width // 8 * config.epi_stages
+    epi_bytes = config.tile_m * config.epi_n * c_type.width // 8 * config.epi_stages * consumers
     stage_bytes = (config.tile_m + config.tile_n) * config.tile_k * ab.width // 8
     stages = config.stages or (SMEM_BYTES - 1024 - epi_bytes) // stage_bytes
     if cutlass.const_expr(stages * stage_bytes > SMEM_BYTES - 1024 - epi_bytes):
@@ -299,7 +303,7 @@ def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32,
                          "lower stages, or stages=0 for as many as fit")
     sA_layout = sm90.make_smem_layout_a(a_layout, tiler, ab, stages)
     sB_layout = sm90.make_smem_layout_b(b_layout, tiler, ab, stages)
-    sC_layout = sm90.make_smem_layout_epi(c_type, LayoutEnum.ROW_MAJOR, epi_tile, config.epi_stages)
+    sC_layout = sm90.make_smem_layout_epi(c_type, LayoutEnum.ROW_MAJOR, epi_tile, config.epi_stages * consumers)
 
     # TMA descriptors. A is shared by the cluster_n CTAs of a cluster row, B by the cluster_m CTAs of a column.
     def load(t: cute.Tensor, s_layout: Any, box: tuple, mcast: int) -> Any:

@@ -1,29 +1,23 @@
-"""GEMM, step 7: warp specialization. One warpgroup only loads, two only multiply, and the DSL's pipeline classes
-hand the shared-memory stages between them.
+"""GEMM, step 9: a persistent tile scheduler. Each CTA stays on its SM and walks many tiles, in a grouped order
+that keeps the tiles running at the same time close together in L2.
 
-In step 6 one warpgroup did everything: its warp 0 issued the next TMA loads between its own wgmma batches, and
-the hand-written mbarrier waits and arrives sat in the mainloop. Here a CTA has three warpgroups with one job each:
+Step 8 launched one CTA per tile: every tile paid for a CTA's start (barrier set-up, register reallocation, the
+first loads from an empty pipeline) and its producer sat idle while the consumers ran the epilogue. Here the grid
+is at most one CTA per SM, and CTA i takes work items i, i + grid, i + 2·grid, ...: the producer walks the same
+sequence of tiles as the consumers, so it starts loading the next tile's k-tiles while the consumers are still
+storing this one, and the pipeline states simply run on from tile to tile. The grid is no larger than the rounds of
+tiles need (4096² in 128 × 256 tiles is 4 rounds on 128 SMs as on 132), so no round is left partial: the GPU is
+power-limited, and SMs that would idle in a partial round draw power all the same while they work.
 
-* **Producer and consumers.** Warpgroup 0 is the *producer*: one of its warps walks the k-tiles and issues the TMA
-  loads of A and B into a ring of ``stages`` shared-memory slots, as far ahead as the ring allows. Warpgroups 1 and
-  2 are the *consumers*: each owns 64 rows of the 128 × 256 CTA tile (64 × 256 fp32 = 128 accumulator registers per
-  thread, so the tile is twice step 6's for the same registers a thread) and runs wgmma on a slot once it is full,
-  then hands it back.
-* **setmaxnreg.** The producer only computes addresses, the consumers hold the accumulators: ``setmaxnreg`` moves
-  registers from the one (40 per thread) to the others (232).
-* **The pipeline classes.** ``PipelineTmaAsync`` owns the two mbarriers per slot that step 6 managed by hand:
-  ``producer_acquire`` waits until a slot is empty and arms its "full" barrier with the byte count the TMA will
-  deliver, ``consumer_wait`` waits until it is full, ``consumer_release`` marks it empty again. A
-  ``PipelineState`` carries the slot index and the phase parity, and ``advance()`` steps both, so no ``kt %
-  stages`` or ``(kt // stages) % 2`` appears in the kernel. ``producer_tail`` keeps the producer from exiting while
-  the consumers may still signal its barriers.
+Tiles are visited in groups of ``group_m`` tile rows, column by column inside a group, so the CTAs running at the
+same time share A rows and B columns in L2: a round of 128 CTAs covers 8 rows × 16 columns of tiles instead of one
+row of 128.
 
-The first wgmma of the tile overwrites the accumulators instead of adding to them, so they need no zero-fill, whose
-register moves ptxas would have to fence off from the asynchronous wgmma. The epilogue is step 6's, one tile per
-CTA.
+Each work item is still step 8's (both consumer warpgroups on one tile, the fused epilogue), but C is stored from
+registers: the ring is busy with the next tile's loads while the epilogue runs.
 
 Config: tile_m 64, 128 or 256, tile_n a multiple of 64 up to 256, at most 128 accumulators a consumer thread;
-stages 0 (as many as fit) or 2 or more that fit the sm_90 shared memory.
+stages 0 (as many as fit) or 2 or more that fit the sm_90 shared memory; group_m ≥ 1.
 
     gemm(a, b, c)   # c = a @ b; a (M, K), b (K, N) float16/bfloat16; c (M, N) float32/float16/bfloat16
 """
@@ -42,7 +36,7 @@ from cutlass.memory import SmemAllocator
 from cutlass.tensor_utils import LayoutEnum
 
 from cutecourse import hw
-from cutecourse.kernels.gemm import device, launcher
+from cutecourse.kernels.gemm import device, epilogue, launcher
 
 SMEM_BYTES = hw.ARCH_LIMITS["sm_90"].smem_per_block_max  # shared memory one H100/H200 CTA may use
 WARPGROUP_THREADS, WARPGROUP_WARPS = cute.arch.THREADS_PER_WARPGROUP, cute.arch.WARPS_PER_WARPGROUP
@@ -55,6 +49,9 @@ class Config:
     tile_n: int = 256  # CTA tile N: a multiple of 64, at most 256 (one wgmma is 64 × tile_n × 16)
     tile_k: int = 64  # k-tile: one 128-byte swizzled row of 16-bit elements
     stages: int = 0  # k-tiles in flight in shared memory; 0: as many as fit
+    group_m: int = 8  # tile raster: tiles per group along M
+    sms: int = hw.SPECS["H100 SXM"].sms  # persistent grid: at most sms CTAs; the launcher lowers it to the GPU's
+    # SM count (H100 SXM and H200: 132, H100 PCIe: 114)
 
     def __post_init__(self) -> None:
         if self.tile_m not in (64, 128, 256) or self.tile_n % 64 or self.tile_n > 256:
@@ -63,6 +60,8 @@ class Config:
             raise ValueError(f"{self}: more than 128 accumulators a consumer thread; make the tile smaller")
         if self.stages == 1 or self.stages < 0:  # one slot: the producer waits for a release that waits for it
             raise ValueError(f"{self}: stages must be 0 (as many as fit) or at least 2")
+        if self.group_m < 1 or self.sms < 1:
+            raise ValueError(f"{self}: group_m and sms must be at least 1")
 
     @property
     def consumer_warpgroups(self) -> int:
@@ -70,10 +69,22 @@ class Config:
         return min(self.tile_m // 64, 2)
 
 
+@cute.jit
+def _tile_coord(work: cutlass.Int32, tiles_m: cutlass.Int32, tiles_n: cutlass.Int32, group_m: cutlass.Constexpr):
+    """Tile (m, n) for work item `work`: work items fill a group of `group_m` tile rows column by column, then move
+    to the next group (the last group may be shorter)."""
+    per_group = group_m * tiles_n
+    first_m = (work // per_group) * group_m
+    rows = cutlass.min(tiles_m - first_m, group_m)
+    r = work % per_group
+    return first_m + r % rows, r // rows
+
+
 @cute.kernel
 def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAtom, mB: cute.Tensor, mC: cute.Tensor,
             tiled_mma: cute.TiledMma, sA_layout: cute.ComposedLayout, sB_layout: cute.ComposedLayout,
-            ab: cutlass.Constexpr, tiler: cutlass.Constexpr):
+            mSrc: cute.Tensor, mBias: cute.Tensor, mAux: cute.Tensor, alpha: cutlass.Float32, beta: cutlass.Float32,
+            ab: cutlass.Constexpr, tiler: cutlass.Constexpr, group_m: cutlass.Constexpr, fused: cutlass.Constexpr):
     tile_m, tile_n, tile_k = tiler
     stages = cute.size(sA_layout, mode=[2])
     consumers = cute.size(tiled_mma) // WARPGROUP_THREADS
@@ -100,8 +111,7 @@ def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAto
         defer_sync=True)
     pipeline.pipeline_init_arrive()
 
-    # Tiles of the TMA coordinate tensors, e.g. gA is (tile_m, tile_k, tiles_m, k_tiles), and of C (mC is C itself);
-    # this CTA computes tile (tm, tn).
+    # Tiles of the TMA coordinate tensors, e.g. gA is (tile_m, tile_k, tiles_m, k_tiles), and of C (mC is C itself).
     gA = cute.local_tile(mA, (tile_m, tile_k), (None, None))
     gB = cute.local_tile(mB, (tile_n, tile_k), (None, None))
     gC = cute.local_tile(mC, (tile_m, tile_n), (None, None))
@@ -110,25 +120,32 @@ def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAto
     tBsB, tBgB = cpasync.tma_partition(tma_atom_b, 0, cute.make_layout(1), cute.group_modes(sB, 0, 2),
                                        cute.group_modes(gB, 0, 2))
     k_tiles = cute.size(gA, mode=[3])
-    tm, tn, _ = cute.arch.block_idx()
+    tiles_m, tiles_n = cute.size(gC, mode=[2]), cute.size(gC, mode=[3])
+    first_work, _, _ = cute.arch.block_idx()  # the grid is (persistent CTAs, 1, 1)
+    work_stride, _, _ = cute.arch.grid_dim()
 
     pipeline.pipeline_init_wait()  # every barrier is initialized
 
     if warpgroup_idx == 0:
-        # Producer: one warp keeps the stage ring full with the tile's k-tiles.
+        # Producer: one warp walks the same tiles as the consumers and keeps the stage ring full.
         cute.arch.setmaxregister_decrease(PRODUCER_REGS)
         if warp_idx == 0:
             write = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, stages)
-            for kt in range(k_tiles):
-                pipe.producer_acquire(write)  # wait for empty[s], then expect stage_bytes on full[s]
-                cute.copy(tma_atom_a, tAgA[(None, tm, kt)], tAsA[(None, write.index)],
-                          tma_bar_ptr=pipe.producer_get_barrier(write))
-                cute.copy(tma_atom_b, tBgB[(None, tn, kt)], tBsB[(None, write.index)],
-                          tma_bar_ptr=pipe.producer_get_barrier(write))
-                write.advance()
+            work = first_work
+            while work < tiles_m * tiles_n:
+                tm, tn = _tile_coord(work, tiles_m, tiles_n, group_m)
+                for kt in range(k_tiles):
+                    pipe.producer_acquire(write)  # wait for empty[s], then expect stage_bytes on full[s]
+                    cute.copy(tma_atom_a, tAgA[(None, tm, kt)], tAsA[(None, write.index)],
+                              tma_bar_ptr=pipe.producer_get_barrier(write))
+                    cute.copy(tma_atom_b, tBgB[(None, tn, kt)], tBsB[(None, write.index)],
+                              tma_bar_ptr=pipe.producer_get_barrier(write))
+                    write.advance()
+                work += work_stride
             pipe.producer_tail(write)  # do not exit before the consumers released the last stages
     else:
-        # Consumers: both warpgroups take the tile, each its 64-row slabs; wgmma over the ring, then the epilogue.
+        # Consumers: both warpgroups take every work item of this CTA (first_work, first_work + work_stride, ...),
+        # each its 64-row slabs of the tile; wgmma over the ring, then the epilogue.
         cute.arch.setmaxregister_increase(CONSUMER_REGS)
         epi_tidx = tidx - WARPGROUP_THREADS  # thread index among the consumers
         thr_mma = tiled_mma.get_slice(WARPGROUP_THREADS * (warpgroup_idx - 1))  # this warpgroup's rows of the tile
@@ -139,46 +156,59 @@ def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAto
 
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, stages)
         release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, stages)
+        work = first_work
+        while work < tiles_m * tiles_n:
+            tm, tn = _tile_coord(work, tiles_m, tiles_n, group_m)
 
-        # Mainloop: keep one k-tile of wgmma in flight; release a stage once the wgmma reading it retired.
-        pipe.consumer_wait(read)
-        warpgroup.fence()  # order the accumulator registers before the wgmma batch reads them
-        for kb in cutlass.range_constexpr(k_blocks):
-            # The first wgmma of a tile overwrites the accumulators instead of adding to them: no zero-fill (whose
-            # register moves ptxas would have to fence off from the asynchronous wgmma).
-            tiled_mma.set(warpgroup.Field.ACCUMULATE, kb != 0)
-            cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, read.index)], tCrB[(None, None, kb, read.index)],
-                      acc)
-        warpgroup.commit_group()
-        read.advance()
-        for kt in range(1, k_tiles):
+            # Mainloop: keep one k-tile of wgmma in flight; release a stage once the wgmma reading it retired.
             pipe.consumer_wait(read)
-            warpgroup.fence()
+            warpgroup.fence()  # order the accumulator registers before the wgmma batch reads them
             for kb in cutlass.range_constexpr(k_blocks):
+                # The first wgmma of a tile overwrites the accumulators instead of adding to them: no zero-fill (whose
+                # register moves ptxas would have to fence off from the asynchronous wgmma).
+                tiled_mma.set(warpgroup.Field.ACCUMULATE, kb != 0)
                 cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, read.index)], tCrB[(None, None, kb, read.index)],
                           acc)
             warpgroup.commit_group()
-            warpgroup.wait_group(1)  # the previous k-tile's wgmma are done: its stage can be refilled
+            read.advance()
+            for kt in range(1, k_tiles):
+                pipe.consumer_wait(read)
+                warpgroup.fence()
+                for kb in cutlass.range_constexpr(k_blocks):
+                    cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, read.index)], tCrB[(None, None, kb, read.index)],
+                              acc)
+                warpgroup.commit_group()
+                warpgroup.wait_group(1)  # the previous k-tile's wgmma are done: its stage can be refilled
+                pipe.consumer_release(release)
+                release.advance()
+                read.advance()
+            warpgroup.wait_group(0)
             pipe.consumer_release(release)
             release.advance()
-            read.advance()
-        warpgroup.wait_group(0)
-        pipe.consumer_release(release)
-        release.advance()
 
-        # Epilogue: round to C's dtype and store the elements inside C, straight from the accumulator registers
-        # (this thread's elements of the tile: the accumulators' layout, sliced at the thread).
-        thr_mma_c = tiled_mma.get_slice(epi_tidx)
-        cC = cute.local_tile(cute.make_identity_tensor(mC.shape), (tile_m, tile_n), (tm, tn))
-        device.store_inside(acc, thr_mma_c.partition_C(gC[(None, None, tm, tn)]), thr_mma_c.partition_C(cC),
-                                 mC.shape)
+            # Epilogue: the fused epilogue on each accumulator at its (m, n), then round to C's dtype and store the
+            # elements inside C, straight from the accumulator registers (this thread's elements of the tile: the
+            # accumulators' layout, sliced at the thread). The ring is already filling with the next tile's K tiles,
+            # so C is not staged through it.
+            thr_mma_c = tiled_mma.get_slice(epi_tidx)
+            cC = cute.local_tile(cute.make_identity_tensor(mC.shape), (tile_m, tile_n), (tm, tn))
+            tCcC = thr_mma_c.partition_C(cC)
+            if cutlass.const_expr(not fused.identity):
+                for i in cutlass.range(cute.size(acc), unroll_full=True):
+                    if cute.elem_less(tCcC[i], mC.shape):
+                        acc[i] = epilogue.element(fused, acc[i], tCcC[i], mSrc, mBias, mAux, alpha, beta)
+            device.store_inside(acc, thr_mma_c.partition_C(gC[(None, None, tm, tn)]), tCcC, mC.shape)
+            work += work_stride
 
 
 @cute.jit
 def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32,
          k: cutlass.Int32, lda: cutlass.Int32, ldb: cutlass.Int32, ldc: cutlass.Int32, stream: Any,
-         ops: cutlass.Constexpr, config: cutlass.Constexpr):
+         pSrc: cute.Pointer, pBias: cute.Pointer, pAux: cute.Pointer,
+         alpha: cutlass.Float32, beta: cutlass.Float32, ops: cutlass.Constexpr, config: cutlass.Constexpr,
+         fused: cutlass.Constexpr):
     mA, mB, mC = device.tensors(ops, pA, pB, pC, m, n, k, lda, ldb, ldc)
+    mSrc, mBias, mAux = epilogue.tensors(fused, pSrc, pBias, pAux, m, n)
     ab = device.dtype(ops.ab)
     tiler = (config.tile_m, config.tile_n, config.tile_k)
     a_layout, b_layout = LayoutEnum.from_tensor(mA), LayoutEnum.from_tensor(mB)
@@ -204,10 +234,15 @@ def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32,
                                                            cute.slice_(sB_layout, (None, None, 0)),
                                                            (config.tile_n, config.tile_k))
 
-    # One CTA per tile.
+    # Persistent grid: at most one CTA per SM, and no more CTAs than the rounds of work need: 512 tiles on 132 CTAs
+    # take 4 rounds, and so do they on 128, whose last round is not partial (less power for the same rounds, and the
+    # waves line up with the raster's groups).
     tiles_m, tiles_n = (m + config.tile_m - 1) // config.tile_m, (n + config.tile_n - 1) // config.tile_n
-    _kernel(tma_atom_a, tma_tensor_a, tma_atom_b, tma_tensor_b, mC, tiled_mma, sA_layout, sB_layout, ab, tiler).launch(
-        grid=(tiles_m, tiles_n, 1), block=(WARPGROUP_THREADS * (1 + consumers), 1, 1), stream=stream)
+    rounds = (tiles_m * tiles_n + config.sms - 1) // config.sms
+    persistent = (tiles_m * tiles_n + rounds - 1) // rounds
+    _kernel(tma_atom_a, tma_tensor_a, tma_atom_b, tma_tensor_b, mC, tiled_mma, sA_layout, sB_layout, mSrc, mBias,
+            mAux, alpha, beta, ab, tiler, config.group_m, fused).launch(
+        grid=(persistent, 1, 1), block=(WARPGROUP_THREADS * (1 + consumers), 1, 1), stream=stream)
 
 
-gemm = launcher.Launcher(host, Config, vector=True, min_cc=90)
+gemm = launcher.Launcher(host, Config, vector=True, min_cc=90, for_device=launcher.for_device, epilogue=True)
