@@ -1,5 +1,5 @@
 """Lesson 8 (kernel composition, dispatch and profiling), the four CPU exercises: a partly right submission scores
-exactly its points; the package's own rules submitted as the answers (steps 8-10's row-grouped raster, step 9's
+exactly its points; the package's own rules submitted as the answers (steps 9-11's row-grouped raster, step 10's
 persistent grid, the dispatcher's 16-byte-or-scalar rule) and a bound without the 60 % line fail every check and
 hidden test, with a hint that points at the mistake without printing the answer; each classic mistake, one by one,
 fails its exercise's check (where the check's cases can show it) and its hidden test; and the solutions pass every
@@ -46,7 +46,7 @@ def submit(tmp_path: Path, answers: dict[str, str]) -> grader.Report:
 
 # --------------------------------------------------------------------------- the package's rules as answers
 
-#: Steps 8-10's raster (`_tile_coord`: groups of group_m tile rows, column by column inside a group), in Python, with
+#: Steps 9-11's raster (`_tile_coord`: groups of group_m tile rows, column by column inside a group), in Python, with
 #: the exercise's group_n for group_m.
 PACKAGE_RASTER = """
 def raster(work, tiles_m, tiles_n, group_n):
@@ -57,7 +57,7 @@ def raster(work, tiles_m, tiles_n, group_n):
     r = work % per_group
     return first_m + r % rows, r // rows
 """
-#: Step 9's host sizes its balanced grid by these lines, with no limit on co-resident clusters (its caller passes a
+#: Step 10's host sizes its balanced grid by these lines, with no limit on co-resident clusters (its caller passes a
 #: smaller `sms` for 2 x 2 clusters); the efficiency added as the exercise defines it.
 PACKAGE_GRID = """
 def persistent_grid(m, n, tile_m, tile_n, sms, cluster_m, cluster_n, max_clusters=None):
@@ -71,10 +71,10 @@ def persistent_grid(m, n, tile_m, tile_n, sms, cluster_m, cluster_n, max_cluster
 """
 #: The lines of the package's code that PACKAGE_RASTER and PACKAGE_GRID copy, and where they are.
 PACKAGE_LINES = {
-    "cutecourse/kernels/gemm/gemm08_persistent.py": ["per_group = group_m * tiles_n",
+    "cutecourse/kernels/gemm/gemm09_persistent.py": ["per_group = group_m * tiles_n",
                                                      "first_m = (work // per_group) * group_m",
                                                      "r = work % per_group", "return first_m + r % rows, r // rows"],
-    "cutecourse/kernels/gemm/gemm09_multicast.py": ["rounds = (clusters_m * clusters_n + fit - 1) // fit",
+    "cutecourse/kernels/gemm/gemm10_multicast.py": ["rounds = (clusters_m * clusters_n + fit - 1) // fit",
                                                     "persistent = (clusters_m * clusters_n + rounds - 1) // rounds"],
 }
 
@@ -99,8 +99,8 @@ def test_the_package_answers_are_the_packages_code():
         source = tokens((ROOT / path).read_text(encoding="utf-8"))
         for line in lines:
             assert occurs(tokens(line), source), f"{path} no longer has {line!r}; update PACKAGE_RASTER/GRID"
-    for answer, path in ((PACKAGE_RASTER, "cutecourse/kernels/gemm/gemm08_persistent.py"),
-                         (PACKAGE_GRID, "cutecourse/kernels/gemm/gemm09_multicast.py")):
+    for answer, path in ((PACKAGE_RASTER, "cutecourse/kernels/gemm/gemm09_persistent.py"),
+                         (PACKAGE_GRID, "cutecourse/kernels/gemm/gemm10_multicast.py")):
         assert all(line in answer for line in PACKAGE_LINES[path])
 
 
@@ -204,13 +204,13 @@ def run_hidden(exercise: str, fn: Callable[..., Any]) -> str | None:
 #: test says).
 MISTAKES = {
     "8.1": {
-        "the package's row-grouped order": (PACKAGE_RASTER, "(the package's steps 8-10)", "(the package's steps 8-10)"),
+        "the package's row-grouped order": (PACKAGE_RASTER, "(the package's steps 9-11)", "(the package's steps 9-11)"),
         "along M first inside a column group": (
             edited(solution("8.1"), ("m, dn = divmod(offset, width)", "dn, m = divmod(offset, tiles_m)")),
             "work items go along M first", "work items go along M first"),
         # (n, m) for (m, n): at the check's first tell-tale item that is where the package's order puts it
         "(m, n) swapped": (edited(solution("8.1"), ("return m, first_n + dn", "return first_n + dn, m")),
-                           "(the package's steps 8-10)", "is the tile (m, n), its row first?"),
+                           "(the package's steps 9-11)", "is the tile (m, n), its row first?"),
         "the last group as wide as the others": (
             edited(solution("8.1"), ("width = min(group_n, tiles_n - first_n)", "width = group_n")),
             "is the last group of columns as wide", "is the last group of columns as wide"),
@@ -304,7 +304,7 @@ def test_the_judges_catch_each_way_of_getting_it_wrong():
     assert "expected (clusters, waves, efficiency)" in L.grid_hint(checks.persistent_grid.cases()[0], (64, 4))
     assert "cannot take all 256" in L.grid_hint((4096, 4096, 128, 256, 132, 2, 1, None), (60, 4, 1.0))
     assert "counts cluster work items" in L.grid_hint((800, 3000, 128, 128, 132, 2, 1, None), (48, 2, 1.0))
-    assert "expected (kernel, vector)" in L.choice_hint(checks.choose.cases()[0], ("gemm09_multicast", 8))
+    assert "expected (kernel, vector)" in L.choice_hint(checks.choose.cases()[0], ("gemm10_multicast", 8))
     assert "suit this alignment" in L.choice_hint((100, (4096,) * 3, ("k", "k"), 4, "float16"), (L.MULTISTAGE, 8))
     assert "runs only on sm_90" in L.choice_hint((89, (4096,) * 3, ("k", "k"), 16, "float16"), (L.PINGPONG, 8))
     assert "faster kernel" in L.choice_hint((90, (4096,) * 3, ("k", "k"), 16, "float16"), (L.MULTISTAGE, 8))

@@ -41,7 +41,7 @@ def test_raster_computes_every_tile_once_on_random_grids(learner):
 @pytest.mark.exercise("8.2", points=2)
 def test_persistent_grid_on_random_problems_gpus_and_clusters(learner):
     rng = random.Random(802)
-    # step 9 at 8192³ with 2 x 1 clusters; 2 x 2 clusters on an H200 (30 co-resident); a problem of one partial wave;
+    # step 10 at 8192³ with 2 x 1 clusters; 2 x 2 clusters on an H200 (30 co-resident); a problem of one partial wave;
     # clusters hanging over a ragged edge; a limit above what fits
     cases = [(8192, 8192, 128, 256, 132, 2, 1, None), (8192, 8192, 128, 256, 132, 2, 2, 30),
              (512, 384, 128, 128, 132, 2, 2, None), (1000, 1000, 128, 128, 108, 2, 2, None),

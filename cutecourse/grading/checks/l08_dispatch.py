@@ -49,7 +49,7 @@ def raster_order(tiles_m: int, tiles_n: int, group_n: int) -> tuple[tuple[int, i
 
 @functools.lru_cache(maxsize=64)
 def row_grouped_order(tiles_m: int, tiles_n: int, group_m: int) -> tuple[tuple[int, int], ...]:
-    """The package's raster (steps 8-10, `_tile_coord`): groups of `group_m` tile rows, top to bottom; inside a
+    """The package's raster (steps 9-11, `_tile_coord`): groups of `group_m` tile rows, top to bottom; inside a
     group, column by column, along M first. To name that mistake."""
     return tuple((m, n) for first in range(0, tiles_m, group_m) for n in range(tiles_n)
                  for m in range(first, min(first + group_m, tiles_m)))
@@ -62,7 +62,7 @@ def along_m_order(tiles_m: int, tiles_n: int, group_n: int) -> tuple[tuple[int, 
                  for m in range(tiles_m))
 
 
-PACKAGE_ORDER = ("groups of {group} tile rows, walked column by column (the package's steps 8-10); this raster "
+PACKAGE_ORDER = ("groups of {group} tile rows, walked column by column (the package's steps 9-11); this raster "
                  "groups tile columns, and goes along N first inside a group")
 ALONG_M = ("the right groups of columns, but inside a group work items go along M first (column by column); this "
            "raster goes along N first, row by row")
@@ -150,7 +150,7 @@ def reference_grid(m: int, n: int, tile_m: int, tile_n: int, sms: int, cluster_m
                    max_clusters: int | None = None) -> tuple[int, int, float]:
     """(clusters launched, waves, efficiency) of the balanced persistent grid; ValueError on bad input.
 
-    >>> reference_grid(4096, 4096, 128, 256, 132, 2, 1)  # step 9 at 4096³: 256 cluster tiles, 4 waves of 64
+    >>> reference_grid(4096, 4096, 128, 256, 132, 2, 1)  # step 10 at 4096³: 256 cluster tiles, 4 waves of 64
     (64, 4, 1.0)
     """
     sizes = dict(m=m, n=n, tile_m=tile_m, tile_n=tile_n, sms=sms, cluster_m=cluster_m, cluster_n=cluster_n)
