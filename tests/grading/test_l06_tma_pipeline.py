@@ -42,18 +42,18 @@ def without_line(source: str, start: str) -> str:
 
 
 def step6_answer() -> str:
-    """The package's step 6 (gemm06_wgmma: one warpgroup of 128 threads, warp 0 loading between its wgmma batches)
+    """The package's step 7 (gemm07_wgmma: one warpgroup of 128 threads, warp 0 loading between its wgmma batches)
     as a 6.5 answer: its kernel, its loader and the course's epilogue from their source, launched by the
     solution's host with step 6's 128 threads. It computes the right GEMM."""
-    from cutecourse.kernels.gemm import device, gemm06_wgmma
+    from cutecourse.kernels.gemm import device, gemm07_wgmma
 
     sol = solution()
     header, host = sol[:sol.index("\n@cute.kernel")], sol[sol.index("\n@cute.jit\ndef tma_host"):]
     host = edited(host, ("sA_layout, sB_layout, ab).launch(", "sA_layout, sB_layout, ab, tiler).launch("),
                   ("block=(TMA_THREADS, 1, 1)", "block=(WARPGROUP_THREADS, 1, 1)"),
                   ("tma_kernel(", "_kernel("))
-    parts = [textwrap.dedent(inspect.getsource(f)) for f in (device.store_inside, gemm06_wgmma._load)]
-    kernel = edited(textwrap.dedent(inspect.getsource(gemm06_wgmma._kernel)),
+    parts = [textwrap.dedent(inspect.getsource(f)) for f in (device.store_inside, gemm07_wgmma._load)]
+    kernel = edited(textwrap.dedent(inspect.getsource(gemm07_wgmma._kernel)),
                     ("device.store_inside(", "store_inside("))
     return "\n\n".join([header, "from cutlass.memory import SmemAllocator",
                         "WARPGROUP_THREADS, WARPGROUP_WARPS = cute.arch.THREADS_PER_WARPGROUP, "

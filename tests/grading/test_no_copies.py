@@ -312,7 +312,9 @@ def test_every_lesson_has_printed_code_or_says_why():
     such calls and expects 0); 5.5 and 5.6, the kernels: test_lesson_05 submits what the lesson prints of step 3 as
     those answers, and they earn no kernel points; 6.3, whose answer the lesson does not compute (test_lesson_06
     submits step 7's own stage count); 6.4 and 6.5, the kernels: test_l06_cp_async and test_l06_tma_pipeline submit
-    the package's steps 4 and 6 as those answers, and they fail the PTX checks; 7.3 and 7.4, the kernels:
+    the package's steps 4 and 7 as those answers, and they fail the PTX checks; 6.6 and 6.7, the kernels:
+    test_l06_hopper_exercises compiles the ladder's wgmma steps and part 2's demo kernel (with and without its TMA
+    store), and both PTX checks fail each; 7.3 and 7.4, the kernels:
     test_l07_fused_epilogue submits the lesson's worked example and step 5's epilogue as those answers, and they fail
     the PTX checks; 8.4, whose speed-of-light rule the lesson states in prose only (test_lesson_08 submits the rule
     without its 60 % line)."""

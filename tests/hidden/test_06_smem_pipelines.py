@@ -6,7 +6,9 @@ random ragged shapes (M any, N and K multiples of 8 but not of the tile, K below
 fp16 and bf16, poisoned C, against float64. A GPU test checks the kernel's PTX first, so that a kernel the exercise
 did not ask for (the package's own step) earns nothing. The TMA + wgmma GEMM (a producer warp, the mbarrier
 hand-off, a 160-thread CTA) also runs rings that wrap many times; a kernel that deadlocks is stopped at the call's
-timeout and scores 0 there.
+timeout and scores 0 there. The consumer mainloop with two k-tiles of wgmma in flight (6.6) also runs long K on one
+CTA and on many (128 and 520 k-tiles), where a slot released before the wait that retires its reads is refilled under
+a running wgmma; the TMA-store epilogue (6.7) runs tiles whose slabs TMA clips (M inside the first slab, ragged N).
 
 References: cutecourse.hw.banks (wavefronts), a model of mbarrier phases, cutecourse.hw.occupancy, and float64
 products of the inputs as the learner's process held them, within the course launcher's bounds.
@@ -19,6 +21,8 @@ import pytest
 from cutecourse.grading import sandbox
 from cutecourse.grading.checks import l06_cp_async as L4
 from cutecourse.grading.checks import l06_tma_pipeline as TMA
+from cutecourse.grading.checks import l06_tma_store as STORE
+from cutecourse.grading.checks import l06_wgmma_flight as FLIGHT
 from cutecourse.grading.checks import l06_smem_pipelines as L
 
 
@@ -116,3 +120,62 @@ def test_tma_pipeline_gemm_on_random_ragged_shapes(learner):
                 raise
             problem = TMA.gemm_result_hint(case, out)
             assert problem is None, f"tma_host {dtype} (M, N, K) = {shape}: {problem}"
+
+
+def launch_gemms(learner, host: str, checks, shapes, seed: int) -> None:
+    """`host` on every shape in fp16 and bf16, each C judged against float64; a launch past the timeout fails as a
+    deadlock."""
+    for dtype in ("float16", "bfloat16"):
+        for shape, case in zip(shapes, checks.cases(seed + len(dtype), shapes, dtype)):
+            try:
+                _, (out,) = learner.call(host, *case, via="launch", options={"vector": checks.VECTOR},
+                                         timeout=TMA_TIMEOUT_S)
+            except sandbox.LearnerError as exc:
+                if "timed out" in str(exc):
+                    pytest.fail(f"{host} {dtype} (M, N, K) = {shape}: {DEADLOCK_HINT} ({exc})")
+                raise
+            problem = checks.gemm_result_hint(case, out)
+            assert problem is None, f"{host} {dtype} (M, N, K) = {shape}: {problem}"
+
+
+_rng66 = random.Random(6606)
+# (M, N, K): one element; K of one and two k-tiles (fewer batches than IN_FLIGHT); ragged tiles; rings that wrap;
+# long K on one CTA and on a grid of them (128 and 520 k-tiles); then random ones.
+FLIGHT_SHAPES = [(1, 8, 8), (33, 16, 64), (65, 72, 104), (127, 8, 520), (128, 128, 8192), (250, 392, 33280),
+                 (3, 264, 16), (513, 136, 264)]
+FLIGHT_SHAPES += [(_rng66.randint(1, 400), 8 * _rng66.randint(1, 50), 8 * _rng66.randint(1, 400)) for _ in range(4)]
+
+
+@pytest.mark.exercise("6.6", points=1)
+def test_wgmma_flight_ptx_for_both_dtypes(learner):
+    for dtype, arch in FLIGHT.PTX_CASES:
+        assert_ptx(learner, "flight_host", FLIGHT, dtype, arch)
+
+
+@pytest.mark.exercise("6.6", points=3)
+@pytest.mark.gpu(90)
+def test_wgmma_flight_gemm_on_random_ragged_and_long_shapes(learner):
+    for dtype, arch in FLIGHT.PTX_CASES:
+        assert_ptx(learner, "flight_host", FLIGHT, dtype, arch)  # two batches in flight, fenced, waited for
+    launch_gemms(learner, "flight_host", FLIGHT, FLIGHT_SHAPES, 6660)
+
+
+_rng67 = random.Random(6707)
+# (M, N, K): one element; M inside the first slab (the second is all outside C, clipped); ragged M and N; a tile
+# whose second slab is partial; several tiles each way; then random ones.
+STORE_SHAPES = [(1, 8, 8), (64, 128, 64), (40, 72, 200), (100, 136, 24), (129, 8, 72), (385, 392, 264)]
+STORE_SHAPES += [(_rng67.randint(1, 400), 8 * _rng67.randint(1, 50), 8 * _rng67.randint(1, 80)) for _ in range(4)]
+
+
+@pytest.mark.exercise("6.7", points=1)
+def test_tma_store_epilogue_ptx_for_both_dtypes(learner):
+    for dtype, arch in STORE.PTX_CASES:
+        assert_ptx(learner, "store_host", STORE, dtype, arch)
+
+
+@pytest.mark.exercise("6.7", points=3)
+@pytest.mark.gpu(90)
+def test_tma_store_epilogue_gemm_on_random_ragged_shapes(learner):
+    for dtype, arch in STORE.PTX_CASES:
+        assert_ptx(learner, "store_host", STORE, dtype, arch)  # slabs through one buffer, fenced, waited for
+    launch_gemms(learner, "store_host", STORE, STORE_SHAPES, 6770)
