@@ -84,8 +84,14 @@ def _example(value: Any) -> Any:
     if not wire.is_tensor_request(value):
         return wire.decode(value)
     spec = value.get("$tensor") or value["$poisoned"]
-    ndim = len(spec["shape"]) if "shape" in spec else len(spec["array"]["$array"]["shape"])
-    return harness.TensorSpec(spec["dtype"], ndim, spec["device"])
+    return harness.TensorSpec(spec["dtype"], _ndim(spec), spec["device"])
+
+
+def _ndim(spec: dict[str, Any]) -> int:
+    """The rank of a tensor request's tensor (its values may be sent as an array or as nested lists)."""
+    import numpy as np
+
+    return len(spec["shape"]) if "shape" in spec else np.ndim(wire.decode(spec["array"]))
 
 
 def execute(fn: Any, args: list[Any], via: str = "call", options: dict[str, Any] | None = None
@@ -663,8 +669,7 @@ def _kind(value: Any) -> Any:
     """What a compile depends on in an argument: a tensor request's dtype and rank; a scalar's value."""
     if wire.is_tensor_request(value):
         spec = value.get("$tensor") or value["$poisoned"]
-        ndim = len(spec["shape"]) if "shape" in spec else len(spec["array"]["$array"]["shape"])
-        return (spec["dtype"], ndim, spec["device"])
+        return (spec["dtype"], _ndim(spec), spec["device"])
     return json.dumps(wire.argument(value), sort_keys=True)
 
 
