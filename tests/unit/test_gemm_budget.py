@@ -12,7 +12,8 @@ from cutlass.cute.runtime import make_fake_stream  # noqa: E402
 
 import cutecourse  # noqa: E402
 from cutecourse import hw  # noqa: E402
-from cutecourse.kernels.gemm import budget, epilogue, gemm05_swizzle, gemm11_pingpong  # noqa: E402
+from cutecourse.kernels.gemm import budget, epilogue, gemm05_swizzle, gemm06_tma, gemm07_wgmma  # noqa: E402
+from cutecourse.kernels.gemm import gemm08_warpspecialized, gemm09_persistent, gemm11_pingpong  # noqa: E402
 from cutecourse.kernels.gemm import launcher, operands  # noqa: E402
 
 explain = cutecourse.gemm.explain
@@ -85,19 +86,51 @@ def test_an_arch_with_no_entry_of_its_major_is_refused_naming_the_table():
         budget.arch_limits(110)
 
 
-@pytest.mark.parametrize("config, c_dtype", [(gemm05_swizzle.Config(tile_m=128, warps_m=2, stages=3), torch.float32),
-                                             (gemm05_swizzle.Config(tile_m=64, tile_n=256, warps_m=1, warps_n=4),
-                                              torch.float32)])
-def test_the_model_is_what_the_compiled_kernel_allocates(config, c_dtype):
+#: (step, Config, C's dtype): each branch of each step's model, on the arch the step compiles for. Steps 5-8 stage C
+#: in their ring (the larger of the two counts: the ring, or C's tile where fp32 C outgrows a ring of tile_k 32),
+#: steps 6-8 with their mbarriers after it; step 9 keeps C's tile beside the ring, whose stages=0 fills the rest.
+BUDGETS = [
+    ("gemm05_swizzle", gemm05_swizzle.Config(tile_m=128, warps_m=2, stages=3), torch.float32),
+    ("gemm05_swizzle", gemm05_swizzle.Config(tile_m=64, tile_n=256, warps_m=1, warps_n=4), torch.float32),
+    ("gemm05_swizzle", gemm05_swizzle.Config(tile_k=32), torch.float32),
+    ("gemm06_tma", gemm06_tma.Config(), torch.bfloat16),
+    ("gemm06_tma", gemm06_tma.Config(tile_k=32), torch.float32),
+    ("gemm07_wgmma", gemm07_wgmma.Config(), torch.float16),
+    ("gemm07_wgmma", gemm07_wgmma.Config(tile_k=32), torch.float32),
+    ("gemm08_warpspecialized", gemm08_warpspecialized.Config(), torch.bfloat16),
+    ("gemm08_warpspecialized", gemm08_warpspecialized.Config(tile_k=32), torch.float32),
+    ("gemm09_persistent", gemm09_persistent.Config(), torch.bfloat16),
+    ("gemm09_persistent", gemm09_persistent.Config(), torch.float32),
+    ("gemm09_persistent", gemm09_persistent.Config(tile_m=64, tile_n=128, stages=2), torch.float16),
+]
+
+
+def test_the_budgets_cover_both_branches_of_the_ring_or_c_steps():
+    """The compile test below is not vacuous: for each of steps 5-8 one case's C tile outgrows its ring and one
+    case's ring outgrows its C tile."""
+    for step in ("gemm05_swizzle", "gemm06_tma", "gemm07_wgmma", "gemm08_warpspecialized"):
+        larger = set()
+        for name, config, c_dtype in BUDGETS:
+            if name == step:
+                c_bytes = config.tile_m * config.tile_n * torch.empty(0, dtype=c_dtype).element_size()
+                larger.add(c_bytes > config.stages * (config.tile_m + config.tile_n) * config.tile_k * 2)
+        assert larger == {True, False}, step
+
+
+@pytest.mark.parametrize("step, config, c_dtype", BUDGETS,
+                         ids=lambda x: str(x).removeprefix("torch.") if not hasattr(x, "tile_m") else None)
+def test_the_model_is_what_the_compiled_kernel_allocates(step, config, c_dtype):
     """The kernel's dynamic shared memory is a constant of the compiled host code; the model's bytes are that
     constant (and one alignment more is not)."""
+    module = __import__(f"cutecourse.kernels.gemm.{step}", fromlist=["host"])
     a = torch.empty(128, 64, dtype=torch.float16)
     b = torch.empty(64, 256, dtype=torch.float16)
     c = torch.empty(128, 256, dtype=c_dtype)
-    ops = operands.traits(a, b, c, step="gemm05_swizzle", vector=True)
-    need = budget.smem_bytes("gemm05_swizzle", config, ops.ab, ops.c)
-    compiled = launcher.compile_for(gemm05_swizzle.host, config, ops, a, b, c, make_fake_stream(),
-                                    options="--gpu-arch sm_80")
+    ops = operands.traits(a, b, c, step=step, vector=True)
+    need = budget.smem_bytes(step, config, ops.ab, ops.c)
+    arch = "sm_90a" if module.gemm.min_cc >= 90 else "sm_80"
+    compiled = launcher.compile_for(module.host, config, ops, a, b, c, make_fake_stream(),
+                                    options=f"--gpu-arch {arch}")
     ir = str(compiled.ir_module)
     assert f"llvm.mlir.constant({need} : i64)" in ir
     assert f"llvm.mlir.constant({need + 1024} : i64)" not in ir

@@ -35,6 +35,10 @@ STEPS = {
 #: mma.sync and ldmatrix too.
 DROPPED = {step: ["cp.async.cg", "cp.async.ca"] + (["mma.sync", "ldmatrix"] if step >= "gemm07" else [])
            for step in STEPS if step >= "gemm06"}
+#: what a step adds and the steps after it keep, up to the last step that has it (the step after that replaces it):
+#: the feature set only grows along the ladder. Steps 5-9 stage C through shared memory for 128-bit stores (step 9
+#: in a buffer of its own, as its ring is loading the next tile), which step 10's TMA store replaces.
+KEPT = {"st.global.v4": ("gemm05_swizzle", "gemm09_persistent")}
 ORDER = list(STEPS)
 assert tuple(ORDER) == GEMM_STEPS, "a GEMM step was added or renamed: say here which instructions it adds"
 
@@ -83,6 +87,15 @@ def test_each_step_has_what_it_adds_and_nothing_a_later_step_adds(census, step):
     later = [i for s in ORDER[ORDER.index(step) + 1:] for i in STEPS[s]]
     for instruction in later + DROPPED.get(step, []):
         assert not has(code, instruction), f"{step} should not issue {instruction}"
+
+
+@pytest.mark.parametrize("step", ORDER)
+def test_each_step_keeps_what_the_steps_before_it_added_until_one_replaces_it(census, step):
+    for instruction, (first, last) in KEPT.items():
+        if ORDER.index(first) <= ORDER.index(step) <= ORDER.index(last):
+            assert has(census[step], instruction), f"{step} should still issue {instruction}, as {first} does"
+        else:
+            assert not has(census[step], instruction), f"{step} should not issue {instruction}"
 
 
 def test_the_census_tells_the_steps_apart(census):

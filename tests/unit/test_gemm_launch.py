@@ -127,10 +127,13 @@ def test_the_steps_take_their_limits_from_cutecourse_hw():
     ("gemm05_swizzle", dict(stages=6), r"6 stages of 16-bit A and B tiles take more than the 166912 bytes"),
     ("gemm05_swizzle", dict(tile_n=96), r"tile_n=96.*tile_n a power of two"),
     ("gemm07_wgmma", dict(tile_n=256), r"more than 128 accumulators a thread"),
-    ("gemm07_wgmma", dict(stages=1), r"stages=1.*stages must be at least 2"),
-    ("gemm08_warpspecialized", dict(stages=1), r"stages=1.*stages must be 0 \(as many as fit\) or at least 2"),
+    ("gemm07_wgmma", dict(stages=1), r"stages=1.*and stages >= 2"),
+    ("gemm08_warpspecialized", dict(stages=5), r"5 stages of 16-bit A and B tiles take more than the 232448 bytes of "
+                                               r"shared memory a CTA may use beside their mbarriers"),
+    ("gemm09_persistent", dict(stages=1), r"stages=1.*stages must be 0 \(as many as fit\) or at least 2"),
     ("gemm11_pingpong", dict(stages=-1), r"stages=-1.*stages must be 0 \(as many as fit\) or at least 2"),
-    ("gemm08_warpspecialized", dict(tile_m=96), r"tile_m=96.*tile_m must be 64, 128 or 256"),
+    ("gemm08_warpspecialized", dict(tile_m=96), r"tile_m=96.*tile_m a multiple of 64"),
+    ("gemm09_persistent", dict(tile_m=192), r"tile_m=192.*tile_m must be 64, 128 or 256"),
     ("gemm09_persistent", dict(group_m=0), r"group_m=0.*group_m and sms must be at least 1"),
     ("gemm10_multicast", dict(sms=1), r"sms=1.*sms at least cluster_m \* cluster_n"),
     ("gemm11_pingpong", dict(tile_n=256), r"tile_n=256.*more than 128 accumulators a consumer thread"),
@@ -150,7 +153,7 @@ def test_a_config_of_another_step_is_refused_by_name():
         gemm05_swizzle.gemm(*problem(), gemm04_multistage.Config())
 
 
-@pytest.mark.parametrize("step", ["gemm08_warpspecialized", "gemm10_multicast"])
+@pytest.mark.parametrize("step", ["gemm09_persistent", "gemm10_multicast"])
 def test_explicit_stages_that_do_not_fit_shared_memory_are_refused_at_compile_time(step):
     from cutlass.cute.runtime import make_fake_stream
 

@@ -8,9 +8,11 @@ Step 5's default Config (256 × 128 × 64, 3 stages: 144 KiB) is the fastest on 
 `fitting` gives each arch the first Config of a step's list that fits.
 
 The byte counts follow each step's own allocations (`SmemAllocator` in its kernel): the A and B stage rings of
-(tile_m + tile_n) × tile_k operand elements; step 2 stages fp32; step 5 reuses its ring for C's tile; the Hopper
-steps reserve 1 KiB for their mbarriers and the 1024-byte alignment of the swizzled rings, size "stages=0" to fill
-the sm_90 limit, and add their epilogue rings (steps 10 and 11).
+(tile_m + tile_n) × tile_k operand elements; step 2 stages fp32; step 5 reuses its ring for C's tile, and steps 6-8
+do too, with two 8-byte mbarriers a stage after it; the persistent steps (9-11) reserve 1 KiB for their mbarriers and
+the 1024-byte alignment of the swizzled rings, size "stages=0" to fill the sm_90 limit, and add what their epilogue
+stages C through: C's whole tile (step 9, whose ring is loading the next tile meanwhile) or the epilogue rings of
+tile_m × epi_n subtiles (steps 10 and 11).
 
     >>> from cutecourse.kernels.gemm import gemm05_swizzle
     >>> smem_bytes("gemm05_swizzle", gemm05_swizzle.Config(), "bfloat16", "float32")  # 3 × 384 × 64 × 2
@@ -24,7 +26,7 @@ from typing import Any
 from cutecourse import hw
 
 _BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1}
-#: The Hopper steps' reservation next to their stage rings: mbarriers and the rings' 1024-byte alignment.
+#: The persistent steps' reservation next to their stage rings: mbarriers and the rings' 1024-byte alignment.
 RESERVED = 1024
 HOPPER_SMEM = hw.ARCH_LIMITS["sm_90"].smem_per_block_max  # what their hosts fill with "stages=0"
 
@@ -72,8 +74,8 @@ def smem_bytes(step: str, config: Any, ab: str, c: str) -> int:
         return max(config.stages * _ring(config, a_bytes), config.tile_m * config.tile_n * c_bytes)
     if step in ("gemm06_tma", "gemm07_wgmma", "gemm08_warpspecialized"):  # step 5's buffer and 2 mbarriers a stage
         return max(config.stages * _ring(config, a_bytes), config.tile_m * config.tile_n * c_bytes) + 16 * config.stages
-    if step == "gemm09_persistent":
-        return _hopper(config, a_bytes, 0)
+    if step == "gemm09_persistent":  # C's tile beside the ring
+        return _hopper(config, a_bytes, config.tile_m * config.tile_n * c_bytes)
     if step in ("gemm10_multicast", "gemm11_pingpong"):
         consumers = 2 if step == "gemm11_pingpong" else 1  # step 11: an epilogue ring per consumer warpgroup
         return _hopper(config, a_bytes, config.tile_m * config.epi_n * c_bytes * config.epi_stages * consumers)

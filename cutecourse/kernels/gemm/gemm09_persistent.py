@@ -13,17 +13,25 @@ Tiles are visited in groups of ``group_m`` tile rows, column by column inside a 
 same time share A rows and B columns in L2: a round of 128 CTAs covers 8 rows × 16 columns of tiles instead of one
 row of 128.
 
-Each work item is still step 8's (both consumer warpgroups on one tile, the fused epilogue), but C is stored from
-registers: the ring is busy with the next tile's loads while the epilogue runs.
+Each work item is still step 8's: both consumer warpgroups on one tile, the fused epilogue, and C staged through
+shared memory for 128-bit stores. Only where C is staged changes: step 8 reused the stage ring for C's tile, but here
+the ring is already filling with the next tile's K tiles while the epilogue runs, so C's tile has a buffer of its
+own. It costs stages: a 128 × 256 tile of bf16 C is 64 KiB, beside which 3 stages of 48 KiB fit in the 227 KiB
+(4 without it); of fp32 C 128 KiB, beside which 2 fit.
 
 Config: tile_m 64, 128 or 256, tile_n a multiple of 64 up to 256, at most 128 accumulators a consumer thread;
-stages 0 (as many as fit) or 2 or more that fit the sm_90 shared memory; group_m ≥ 1.
+stages 0 (as many as fit) or 2 or more that fit the sm_90 shared memory next to C's tile; group_m ≥ 1.
+
+The epilogue can fuse ``D = act(alpha · acc + beta · C + bias)`` (`cutecourse.kernels.gemm.epilogue`): each accumulator
+goes through it in registers, at its (m, n), before the conversion to D's dtype and the staging.
 
     gemm(a, b, c)   # c = a @ b; a (M, K), b (K, N) float16/bfloat16; c (M, N) float32/float16/bfloat16
+    gemm(a, b, d, epilogue=Epilogue("gelu_tanh", bias="n"), bias=bias)   # d = GELU(a @ b + bias), one kernel
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,11 +44,13 @@ from cutlass.memory import SmemAllocator
 from cutlass.tensor_utils import LayoutEnum
 
 from cutecourse import hw
+from cutecourse.kernels import predicate
 from cutecourse.kernels.gemm import device, epilogue, launcher
 
 SMEM_BYTES = hw.ARCH_LIMITS["sm_90"].smem_per_block_max  # shared memory one H100/H200 CTA may use
 WARPGROUP_THREADS, WARPGROUP_WARPS = cute.arch.THREADS_PER_WARPGROUP, cute.arch.WARPS_PER_WARPGROUP
 PRODUCER_REGS, CONSUMER_REGS = 40, 232  # setmaxnreg targets: 128 × 40 + 256 × 232 ≤ 64K registers per SM
+EPILOGUE_BARRIER = 1  # named barrier of the consumer warpgroups' epilogue (0 is the CTA-wide one)
 
 
 @dataclass(frozen=True)
@@ -48,7 +58,7 @@ class Config:
     tile_m: int = 128  # CTA tile M: 64, 128 or 256, split between the consumer warpgroups
     tile_n: int = 256  # CTA tile N: a multiple of 64, at most 256 (one wgmma is 64 × tile_n × 16)
     tile_k: int = 64  # k-tile: one 128-byte swizzled row of 16-bit elements
-    stages: int = 0  # k-tiles in flight in shared memory; 0: as many as fit
+    stages: int = 0  # k-tiles in flight in shared memory; 0: as many as fit next to C's tile
     group_m: int = 8  # tile raster: tiles per group along M
     sms: int = hw.SPECS["H100 SXM"].sms  # persistent grid: at most sms CTAs; the launcher lowers it to the GPU's
     # SM count (H100 SXM and H200: 132, H100 PCIe: 114)
@@ -83,8 +93,9 @@ def _tile_coord(work: cutlass.Int32, tiles_m: cutlass.Int32, tiles_n: cutlass.In
 @cute.kernel
 def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAtom, mB: cute.Tensor, mC: cute.Tensor,
             tiled_mma: cute.TiledMma, sA_layout: cute.ComposedLayout, sB_layout: cute.ComposedLayout,
-            mSrc: cute.Tensor, mBias: cute.Tensor, mAux: cute.Tensor, alpha: cutlass.Float32, beta: cutlass.Float32,
-            ab: cutlass.Constexpr, tiler: cutlass.Constexpr, group_m: cutlass.Constexpr, fused: cutlass.Constexpr):
+            sC_layout: cute.ComposedLayout, tiled_copy_c: cute.TiledCopy, mSrc: cute.Tensor, mBias: cute.Tensor,
+            mAux: cute.Tensor, alpha: cutlass.Float32, beta: cutlass.Float32, ab: cutlass.Constexpr,
+            tiler: cutlass.Constexpr, group_m: cutlass.Constexpr, fused: cutlass.Constexpr):
     tile_m, tile_n, tile_k = tiler
     stages = cute.size(sA_layout, mode=[2])
     consumers = cute.size(tiled_mma) // WARPGROUP_THREADS
@@ -95,11 +106,13 @@ def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAto
         cpasync.prefetch_descriptor(tma_atom_a)
         cpasync.prefetch_descriptor(tma_atom_b)
 
-    # Shared memory: the full/empty mbarriers, the A and B stage rings.
+    # Shared memory: the full/empty mbarriers, the A and B stage rings, and C's tile, which the epilogue fills while
+    # the ring already holds the next tile's K tiles.
     smem = SmemAllocator()
     barriers = smem.allocate_array(cutlass.Int64, 2 * stages)
     sA = smem.allocate_tensor(ab, sA_layout.outer, 1024, sA_layout.inner)
     sB = smem.allocate_tensor(ab, sB_layout.outer, 1024, sB_layout.inner)
+    sC = smem.allocate_tensor(mC.element_type, sC_layout, 1024)  # (tile_m, tile_n), the swizzle in its layout
 
     # "full[s]" completes when the TMA bytes of stage s have landed; "empty[s]" when every consumer warp released it.
     stage_bytes = cute.size_in_bytes(ab, cute.slice_(sA_layout, (None, None, 0))) + cute.size_in_bytes(
@@ -153,6 +166,9 @@ def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAto
         tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sB))
         acc = cute.make_rmem_tensor(thr_mma.partition_shape_C((tile_m, tile_n)), cutlass.Float32)
         k_blocks = cute.size(tCrA, mode=[2])
+        thr_mma_c = tiled_mma.get_slice(epi_tidx)  # this thread's accumulators, for their (m, n) coordinates
+        thr_copy_c = tiled_copy_c.get_slice(epi_tidx)
+        epi_barrier = pipeline.NamedBarrier(barrier_id=EPILOGUE_BARRIER, num_threads=cute.size(tiled_mma))
 
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, stages)
         release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, stages)
@@ -186,18 +202,27 @@ def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAto
             pipe.consumer_release(release)
             release.advance()
 
-            # Epilogue: the fused epilogue on each accumulator at its (m, n), then round to C's dtype and store the
-            # elements inside C, straight from the accumulator registers (this thread's elements of the tile: the
-            # accumulators' layout, sliced at the thread). The ring is already filling with the next tile's K tiles,
-            # so C is not staged through it.
-            thr_mma_c = tiled_mma.get_slice(epi_tidx)
+            # Epilogue: step 8's, through C's own buffer (the ring is already filling with the next tile's K tiles);
+            # no consumer warp may still be reading the previous tile's C from it.
             cC = cute.local_tile(cute.make_identity_tensor(mC.shape), (tile_m, tile_n), (tm, tn))
-            tCcC = thr_mma_c.partition_C(cC)
-            if cutlass.const_expr(not fused.identity):
+            epi_barrier.arrive_and_wait()
+            if cutlass.const_expr(not fused.identity):  # the fused epilogue, on each accumulator at its (m, n)
+                tCcC_mma = thr_mma_c.partition_C(cC)
                 for i in cutlass.range(cute.size(acc), unroll_full=True):
-                    if cute.elem_less(tCcC[i], mC.shape):
-                        acc[i] = epilogue.element(fused, acc[i], tCcC[i], mSrc, mBias, mAux, alpha, beta)
-            device.store_inside(acc, thr_mma_c.partition_C(gC[(None, None, tm, tn)]), tCcC, mC.shape)
+                    if cute.elem_less(tCcC_mma[i], mC.shape):
+                        acc[i] = epilogue.element(fused, acc[i], tCcC_mma[i], mSrc, mBias, mAux, alpha, beta)
+            tCrC = cute.make_fragment_like(acc, mC.element_type)
+            tCrC.store(acc.load().to(mC.element_type))
+            cute.autovec_copy(tCrC, thr_mma_c.partition_C(sC))  # fragments in the MMA's layout -> the C tile
+            epi_barrier.arrive_and_wait()
+            tCsC = thr_copy_c.partition_S(sC)
+            tCgC = thr_copy_c.partition_D(gC[(None, None, tm, tn)])
+            tCcC = thr_copy_c.partition_D(cC)
+            tCrC_rows = cute.make_fragment_like(tCsC)
+            cute.autovec_copy(tCsC, tCrC_rows)  # whole 16-byte row vectors of C
+            c_vector = 128 // mC.element_type.width
+            cute.copy(tiled_copy_c, tCrC_rows, tCgC,
+                      pred=predicate.per_vector_if(tCcC, c_vector, lambda c: cute.elem_less(c, mC.shape)))
             work += work_stride
 
 
@@ -209,22 +234,28 @@ def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32,
          fused: cutlass.Constexpr):
     mA, mB, mC = device.tensors(ops, pA, pB, pC, m, n, k, lda, ldb, ldc)
     mSrc, mBias, mAux = epilogue.tensors(fused, pSrc, pBias, pAux, m, n)
-    ab = device.dtype(ops.ab)
+    ab, c_type = device.dtype(ops.ab), device.dtype(ops.c)
     tiler = (config.tile_m, config.tile_n, config.tile_k)
     a_layout, b_layout = LayoutEnum.from_tensor(mA), LayoutEnum.from_tensor(mB)
     consumers = config.consumer_warpgroups
+    threads = WARPGROUP_THREADS * consumers  # the consumers'
     # One wgmma is 64 × tile_n × 16; each consumer warpgroup takes its 64-row slabs of the tile.
     tiled_mma = sm90.make_trivial_tiled_mma(ab, ab, a_layout.sm90_mma_major_mode(), b_layout.sm90_mma_major_mode(),
                                             cutlass.Float32, (consumers, 1, 1), tiler_mn=(64, config.tile_n))
 
-    # As many stages as fit: 128 × 256 × 64 16-bit is 48 KB a stage, 4 stages.
+    # As many stages as fit next to C's tile: 128 × 256 × 64 16-bit is 48 KB a stage, 3 stages beside 64 KB of bf16 C.
+    c_bytes = config.tile_m * config.tile_n * c_type.width // 8
     stage_bytes = (config.tile_m + config.tile_n) * config.tile_k * ab.width // 8
-    stages = config.stages or (SMEM_BYTES - 1024) // stage_bytes
-    if cutlass.const_expr(stages * stage_bytes > SMEM_BYTES - 1024):
+    stages = config.stages or (SMEM_BYTES - 1024 - c_bytes) // stage_bytes
+    if cutlass.const_expr(stages * stage_bytes > SMEM_BYTES - 1024 - c_bytes):
         raise ValueError(f"Config(stages={config.stages}): {stages} stages of {stage_bytes} bytes do not fit the "
-                         f"{SMEM_BYTES} bytes of shared memory: lower stages, or stages=0 for as many as fit")
+                         f"{SMEM_BYTES} bytes of shared memory next to the {c_bytes} bytes of {ops.c} C's tile: lower "
+                         "stages, or stages=0 for as many as fit")
+    # The stage rings as step 8's; C's tile as step 8's: row-major, its 8-element chunks XORed with the row (mod 8).
     sA_layout = sm90.make_smem_layout_a(a_layout, tiler, ab, stages)
     sB_layout = sm90.make_smem_layout_b(b_layout, tiler, ab, stages)
+    sC_layout = cute.make_composed_layout(cute.make_swizzle(3, 3, int(math.log2(config.tile_n)) - 3), 0,
+                                          cute.make_layout((config.tile_m, config.tile_n), stride=(config.tile_n, 1)))
 
     # TMA descriptors for one stage's box; the returned tensors hold coordinates, not data.
     tma_atom_a, tma_tensor_a = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), mA,
@@ -233,6 +264,12 @@ def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32,
     tma_atom_b, tma_tensor_b = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileG2SOp(), mB,
                                                            cute.slice_(sB_layout, (None, None, 0)),
                                                            (config.tile_n, config.tile_k))
+    # Shared -> global, the epilogue: 16-byte row vectors of C, threads along N.
+    c_vector = 128 // c_type.width
+    lanes = config.tile_n // c_vector
+    tiled_copy_c = cute.make_tiled_copy_tv(
+        cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), c_type, num_bits_per_copy=128),
+        cute.make_layout((threads // lanes, lanes), stride=(lanes, 1)), cute.make_layout((1, c_vector)))
 
     # Persistent grid: at most one CTA per SM, and no more CTAs than the rounds of work need: 512 tiles on 132 CTAs
     # take 4 rounds, and so do they on 128, whose last round is not partial (less power for the same rounds, and the
@@ -240,9 +277,9 @@ def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32,
     tiles_m, tiles_n = (m + config.tile_m - 1) // config.tile_m, (n + config.tile_n - 1) // config.tile_n
     rounds = (tiles_m * tiles_n + config.sms - 1) // config.sms
     persistent = (tiles_m * tiles_n + rounds - 1) // rounds
-    _kernel(tma_atom_a, tma_tensor_a, tma_atom_b, tma_tensor_b, mC, tiled_mma, sA_layout, sB_layout, mSrc, mBias,
-            mAux, alpha, beta, ab, tiler, config.group_m, fused).launch(
-        grid=(persistent, 1, 1), block=(WARPGROUP_THREADS * (1 + consumers), 1, 1), stream=stream)
+    _kernel(tma_atom_a, tma_tensor_a, tma_atom_b, tma_tensor_b, mC, tiled_mma, sA_layout, sB_layout, sC_layout,
+            tiled_copy_c, mSrc, mBias, mAux, alpha, beta, ab, tiler, config.group_m, fused).launch(
+        grid=(persistent, 1, 1), block=(WARPGROUP_THREADS + threads, 1, 1), stream=stream)
 
 
 gemm = launcher.Launcher(host, Config, vector=True, min_cc=90, for_device=launcher.for_device, epilogue=True)
