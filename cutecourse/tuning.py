@@ -4,7 +4,7 @@ The search space of a step is a few values for each Config field that matters (`
 stages, the cluster, the raster group, the epilogue subtile). The product of them is the exhaustive sweep
 (``search="exhaustive"``). The default search is coordinate descent: it starts from the step's default Config and,
 one field at a time, times every value of that field with the others fixed, keeps the fastest, and passes over the
-fields again until a pass changes nothing. A pass compiles at most the sum of the fields' sizes (9 for step 9's
+fields again until a pass changes nothing. A pass compiles at most the sum of the fields' sizes (9 for step 10's
 space) instead of their product (24), and finds the best where the fields' effects are nearly separable: how close
 it comes on the H200 is in benchmarks/RESULTS.md (the two searches of the same space, side by side).
 
@@ -27,11 +27,23 @@ from typing import Any
 from cutecourse import tune_cache
 
 #: step -> {Config field (or "f1,f2" for fields that move together): the values searched}.
-#: Small enough that the exhaustive sweep of a space (the product: 24 Configs) runs in minutes, so that the two
-#: searches can be compared on a GPU (benchmarks/tune.py).
+#: Small enough that the exhaustive sweep of a space (the product: at most 24 Configs) runs in minutes, so that the two
+#: searches can be compared on a GPU (benchmarks/tune.py). Each value is one the step's Config takes, and every
+#: Config of a space fits an H100/H200's shared memory with 16-bit operands and C (the tuner's problems): steps 5-8
+#: with their stages given (4 stages of a 384-row tile of tile_k 64 are 192 KiB of the 227), steps 9-11 with
+#: stages=0, as many as fit beside their epilogue buffers. Steps 6-8 search step 5's fields (the tile, stages, the
+#: raster, tile_k; steps 7 and 8 keep two warpgroups on every tile); step 9 its tile, tile_k and raster group.
 SPACES: dict[str, dict[str, tuple[Any, ...]]] = {
     "gemm05_swizzle": {"tile_m,warps_m": ((128, 2), (256, 4)), "stages": (3, 4), "raster": (1, 8, 16),
                        "tile_k": (32, 64)},
+    "gemm06_tma": {"tile_m,warps_m": ((128, 2), (256, 4)), "stages": (3, 4), "raster": (1, 8, 16),
+                   "tile_k": (32, 64)},
+    "gemm07_wgmma": {"tile_m,tile_n": ((256, 128), (128, 256), (128, 128)), "stages": (3, 4), "raster": (1, 8),
+                     "tile_k": (32, 64)},
+    "gemm08_warpspecialized": {"tile_m,tile_n": ((256, 128), (128, 256), (128, 128)), "stages": (3, 4),
+                               "raster": (1, 8), "tile_k": (32, 64)},
+    "gemm09_persistent": {"tile_m,tile_n": ((128, 256), (256, 128), (128, 128)), "group_m": (4, 8, 16),
+                          "tile_k": (32, 64)},
     "gemm10_multicast": {"tile_m,tile_n": ((128, 256), (256, 128)), "cluster_m,cluster_n": ((2, 1), (1, 2), (1, 1)),
                          "group_m": (4, 8), "epi_n": (32, 64)},
     "gemm11_pingpong": {"tile_m,tile_n": ((128, 128), (64, 256)), "cluster_m,cluster_n": ((2, 1), (1, 2), (1, 1)),

@@ -1,6 +1,7 @@
 """cutecourse.tune on a CPU: the search space, the two searches on a made-up cost, the cache's keys, its keeping of
 the faster pick and its tolerance of a damaged file, and the refusals (tests/gpu/test_tuning_gpu.py tunes for real)."""
 
+import importlib
 import itertools
 import json
 import warnings
@@ -11,7 +12,7 @@ pytest.importorskip("cutlass")
 torch = pytest.importorskip("torch")
 
 from cutecourse import tune_cache, tuning  # noqa: E402
-from cutecourse.kernels.gemm import gemm10_multicast  # noqa: E402
+from cutecourse.kernels.gemm import GEMM_STEPS, budget, gemm10_multicast  # noqa: E402
 
 STEP = "gemm10_multicast"
 SPACE = tuning.SPACES[STEP]
@@ -41,14 +42,15 @@ def cost(config):
 class Timer:
     """`time` for the searches: every Config asked for is 'timed' (cost), and the batches are recorded."""
 
-    def __init__(self, wrong=()):
+    def __init__(self, wrong=(), cost_of=cost):
         self.batches = []
         self.ms = {}
         self.wrong = set(wrong)
+        self.cost_of = cost_of
 
     def __call__(self, configs):
         self.batches.append(list(configs))
-        self.ms.update({c: None if c in self.wrong else cost(c) for c in configs})
+        self.ms.update({c: None if c in self.wrong else self.cost_of(c) for c in configs})
         return self.ms
 
 
@@ -155,6 +157,47 @@ def test_every_space_names_only_fields_of_its_steps_config_and_holds_the_default
             current = tuple(getattr(config, f) for f in fields)
             assert (current if len(fields) > 1 else current[0]) in values, (step, names)  # the search starts there
         assert len(list(itertools.product(*space.values()))) <= 24
+
+
+def test_the_steps_from_5_to_11_each_have_a_space():
+    assert list(tuning.SPACES) == list(GEMM_STEPS[4:])
+
+
+@pytest.mark.parametrize("step", list(tuning.SPACES))
+def test_every_value_of_a_space_is_taken_by_its_config_and_every_candidate_fits_an_h200(step):
+    """No value of a field is refused in every combination (it would only cost compiles), and every Config of the
+    exhaustive sweep fits the sm_90 shared memory with the tuner's 16-bit operands and C."""
+    space = tuning.SPACES[step]
+    default = importlib.import_module(f"cutecourse.kernels.gemm.{step}").Config()
+    every = tuning.candidates(step, space, default, list(space))
+    for names, values in space.items():
+        fields = names.split(",")
+        taken = {tuple(getattr(c, f) for f in fields) for c in every}
+        assert taken == {v if len(fields) > 1 else (v,) for v in values}, (step, names)
+    for dtype in ("float16", "bfloat16"):
+        assert all(budget.fits(step, c, dtype, dtype, 90) for c in every), step
+
+
+@pytest.mark.parametrize("step", list(tuning.SPACES))
+def test_coordinate_descent_finds_the_best_of_each_steps_space_where_the_fields_are_separable(step):
+    """A made-up cost with one term per field (a value's position in the field, rotated so that its last value is
+    the cheapest): from the step's default, the descent reaches the sweep's best with fewer Configs."""
+    space = tuning.SPACES[step]
+    default = importlib.import_module(f"cutecourse.kernels.gemm.{step}").Config()
+
+    def separable(config):
+        total = 0.0
+        for names, values in space.items():
+            fields = names.split(",")
+            value = tuple(getattr(config, f) for f in fields)
+            position = [v if len(fields) > 1 else (v,) for v in values].index(value)
+            total += 0.01 * ((position + 1) % len(values))
+        return 1.0 + total
+
+    every = tuning.candidates(step, space, default, list(space))
+    timer = Timer(cost_of=separable)
+    assert separable(tuning.coordinate(space, default, step, timer)) == min(map(separable, every))
+    assert len(timer.ms) < len(every)
 
 
 def test_tune_checks_each_config_once_retimes_the_incumbent_and_takes_its_ratio_from_the_same_rounds(cache,
