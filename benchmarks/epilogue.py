@@ -1,8 +1,8 @@
 """Fused epilogues and fp8 against cuBLASLt (lesson 7), in one run on the same random-normal data.
 
     python benchmarks/epilogue.py [--dtypes bfloat16 float16 float8_e4m3fn] [--shapes 4096x4096x4096 8192x8192x8192]
-                                  [--steps 10] [--fp8-steps 10] [--rounds 5] [--settle-ms 1000] [--csv epilogue.csv]
-    python benchmarks/epilogue.py --steps 5 9 10 --variants 10:epi_n=64   # more steps, Config variants of a step
+                                  [--steps 11] [--fp8-steps 11] [--rounds 5] [--settle-ms 1000] [--csv epilogue.csv]
+    python benchmarks/epilogue.py --steps 5 10 11 --variants 11:epi_n=64   # more steps, Config variants of a step
 
 For each 16-bit dtype and shape, and each of the epilogues D = GELU(A·B + bias) (GELU's tanh approximation) and
 D = ReLU(A·B + bias), the bias one value per column (torch's addmm bias; ``Epilogue(activation, bias="n")``), it times:
@@ -36,16 +36,16 @@ from collections.abc import Callable
 from typing import Any
 
 from cutecourse.bench import checked, kernels_to_time, settled_rounds, summary, write_csv
-
+from cutecourse.dispatch import FUSING
 from cutecourse.kernels.gemm import GEMM_STEPS
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192)]
 FP8 = "float8_e4m3fn"
 DTYPES = ("bfloat16", "float16", FP8)
 FUSED_ACTIVATIONS = ("gelu_tanh", "relu")  # the two cuBLASLt fuses (torch._addmm_activation's use_gelu)
-#: The steps with an epilogue, and those of them with fp8 (wgmma's fp8 needs Hopper), by number.
-EPILOGUE_STEPS = tuple(GEMM_STEPS.index(s) + 1 for s in ("gemm05_swizzle", "gemm10_multicast", "gemm11_pingpong"))
-FP8_STEPS = EPILOGUE_STEPS[1:]
+#: The steps with an epilogue (every step from 5), and those with fp8 (the fp8 wgmma of steps 10 and 11), by number.
+EPILOGUE_STEPS = tuple(GEMM_STEPS.index(s) + 1 for s in FUSING)
+FP8_STEPS = tuple(GEMM_STEPS.index(s) + 1 for s in ("gemm10_multicast", "gemm11_pingpong"))
 UNFUSED = "torch unfused"
 FUSED = "cuBLASLt fused"
 MATMUL = "torch.matmul"

@@ -1,6 +1,6 @@
 """Every GEMM step against torch.matmul (cuBLAS), in one run on the same random-normal data.
 
-    python benchmarks/gemm.py [--dtypes bfloat16 float16] [--rounds 5] [--csv gemm.csv] [--steps 5 9 10]
+    python benchmarks/gemm.py [--dtypes bfloat16 float16] [--rounds 5] [--csv gemm.csv] [--steps 5 10 11]
     python benchmarks/gemm.py --steps 5 --variants 5:tile_k=32,stages=4 5:raster=1   # Config variants of a step
     python benchmarks/gemm.py --plot gemm.csv --chart gemm.svg     # the chart, where matplotlib is installed
 
@@ -11,7 +11,7 @@ exists the SM clock and board power while each kernel ran. `cutecourse bench gem
 A is K-major (row-major (M, K)); B is K-major (``bt.t()``, the layout CUTLASS calls TN), C has A's dtype; torch
 gets the same tensors and writes into the same C (``torch.matmul(a, b, out=c)``). Steps 1 and 2 (SIMT) are timed
 at 4096³ only: at 8192³ a single launch of step 1 takes seconds. The goals: the full SM80 step (5) at 0.62× or more
-at 8192³, the last cooperative step (9) at 0.99× or more at 4096³ and 8192³; the table of every step's ratio is the
+at 8192³, the last cooperative step (10) at 0.99× or more at 4096³ and 8192³; the table of every step's ratio is the
 ladder's lesson (what each idea buys).
 """
 
@@ -47,7 +47,7 @@ def plot(csv_path: str, chart_path: str) -> None:
         ratios = [next((float(r["ratio"]) for r in rows if r["kernel"] == step
                         and (r["dtype"], r["M"], r["N"], r["K"]) == g), 0.0) for g in groups]
         ax.bar([g + i * width for g in range(len(groups))], ratios, width, label=step)
-    ax.set_yscale("log")  # step 1 is a thousandth of cuBLAS, step 9 about 1
+    ax.set_yscale("log")  # step 1 is a thousandth of cuBLAS, step 10 about 1
     ax.axhline(1.0, color="black", linewidth=0.8)
     for goal, label in ((goal, f"step {number} goal") for number, goal in GOALS.items()):
         ax.axhline(goal, color="grey", linewidth=0.6, linestyle="--")

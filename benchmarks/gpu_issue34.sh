@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 34 on an H200, in two parts of under 10 minutes each (the device runs one command at a time):
 #   bash benchmarks/gpu_issue34.sh tests   # the new GPU tests and the regressions the new host signatures could cause
-#   bash benchmarks/gpu_issue34.sh bench   # the shape suite, then the small-M Config candidates of steps 9 and 10
+#   bash benchmarks/gpu_issue34.sh bench   # the shape suite, then the small-M Config candidates of steps 10 and 11
 # CSVs and charts go to $OUT (the device's result folder), else benchmarks/results/.
 set -u
 cd "$(dirname "$0")/.."
@@ -20,11 +20,11 @@ tests)
 bench)
     $PY benchmarks/gemm_shapes.py --rounds 3 --settle-ms 200 --csv "$DEST/gemm-shapes-h200.csv" 2>&1 \
         | grep -v "correct; first call" | tail -80
-    $PY benchmarks/gemm.py --steps 9 10 --dtypes bfloat16 --rounds 3 --settle-ms 200 \
+    $PY benchmarks/gemm.py --steps 10 11 --dtypes bfloat16 --rounds 3 --settle-ms 200 \
         --shapes 1x6144x4096 16x6144x4096 64x6144x4096 128x6144x4096 128x4096x14336 1024x1536x512 256x8192x8192 \
                  1024x1024x16384 \
-        --variants 10:cluster_m=1 10:tile_m=64,tile_n=128,cluster_m=1 10:tile_m=64,tile_n=64,cluster_m=1 \
-                   10:tile_m=64,tile_n=256,cluster_m=1 9:tile_m=128,tile_n=128,cluster_m=1 \
+        --variants 11:cluster_m=1 11:tile_m=64,tile_n=128,cluster_m=1 11:tile_m=64,tile_n=64,cluster_m=1 \
+                   11:tile_m=64,tile_n=256,cluster_m=1 10:tile_m=128,tile_n=128,cluster_m=1 \
         --csv "$DEST/small-m-candidates-h200.csv" --chart "$DEST/small-m-candidates-h200.svg" 2>&1 \
         | grep -v "correct; first call" | tail -60
     ;;

@@ -8,11 +8,11 @@ bank-conflict counters of shared loads and ldmatrix's (LDSM) wavefronts for the 
 (skipped where ncu is missing or cannot read the counters).
 (b) The stage sweep: fp16 ``c = a @ b`` at 4096³ on random-normal data (A K-major, B K-major, C fp16, as
 benchmarks/gemm.py) for gemm04_multistage and gemm05_swizzle at stages 3 up to the most that fit (with K tiles of
-64 and of 32), gemm07_wgmma at stages 2 up to the most that fit, and gemm08_warpspecialized at stages 2, 3 and 4
-(the most that fit); each checked against float64 torch, then timed with torch.matmul in the same settled,
-interleaved rounds as benchmarks/gemm.py (cutecourse.bench.settled_rounds), median round reported. One stage is no
-pipeline at all in steps 6 and 7: the only slot is still being read while the next k-tile waits for it, so they hang,
-and the sweep starts at 2.
+64 and of 32), and gemm06_tma, gemm07_wgmma and gemm08_warpspecialized at stages 2 up to the most that fit;
+each checked against float64 torch, then timed with torch.matmul in the same settled, interleaved rounds as
+benchmarks/gemm.py (cutecourse.bench.settled_rounds), median round reported. One stage is no pipeline at all in
+the mbarrier steps (6-8): the only slot is still being read while the next k-tile waits for it, so they hang, and
+the sweep starts at 2.
 (c) The mbarrier scenarios (cutecourse.kernels.mbarrier_demo): whether each bounded wait completed, and after how
 many tries.
 
@@ -50,8 +50,6 @@ NCU_METRICS = ("l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
                "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ldsm.sum",
                "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ldsm.sum")
 NCU_ITERATIONS = 256
-#: The stage counts of step 7: 2, 3 and the most that fit (its Config leaves the check to the host's compile).
-WARP_SPECIALIZED_STAGES = (2, 3, 4)
 QUICK_SWEEP = ["5:tile_k=32,stages=3", "7:stages=4"]
 
 
@@ -81,8 +79,8 @@ def sweep(quick: bool) -> list[str]:
     for step in ("gemm04_multistage", "gemm05_swizzle"):
         for tile_k in (64, 32):
             specs += [f"{number(step)}:tile_k={tile_k},stages={s}" for s in stages_that_fit(step, 3, tile_k=tile_k)]
-    specs += [f"{number('gemm07_wgmma')}:stages={s}" for s in stages_that_fit("gemm07_wgmma", 2)]
-    specs += [f"{number('gemm08_warpspecialized')}:stages={s}" for s in WARP_SPECIALIZED_STAGES]
+    for step in ("gemm06_tma", "gemm07_wgmma", "gemm08_warpspecialized"):
+        specs += [f"{number(step)}:stages={s}" for s in stages_that_fit(step, 2)]
     return specs
 
 

@@ -33,7 +33,7 @@ def test_by_default_it_times_the_issues_shapes_and_dtypes_with_the_last_step(ben
 @pytest.mark.parametrize("argv, says", [
     (["--shapes", "4096x4096"], "'4096x4096': write MxNxK with three positive integers"),
     (["--shapes", "4096x0x4096"], "'4096x0x4096': write MxNxK"),
-    (["--steps", "4"], "invalid choice: 4 (choose from 5, 10, 11)"),  # step 4 has no epilogue
+    (["--steps", "4"], "invalid choice: 4 (choose from 5, 6, 7, 8, 9, 10, 11)"),  # step 4 has no epilogue
     (["--fp8-steps", "5"], "invalid choice: 5 (choose from 10, 11)"),  # fp8 wgmma needs Hopper
     (["--dtypes", "float8_e5m2"], "invalid choice: 'float8_e5m2'"),
 ])

@@ -129,7 +129,8 @@ def test_the_stage_sweep_runs_each_step_from_its_least_stages_to_the_most_that_f
         by_step.setdefault((name.partition("(")[0], config.tile_k), []).append(config.stages)
     assert by_step == {("gemm04_multistage", 64): [3], ("gemm04_multistage", 32): [3, 4, 5, 6],
                        ("gemm05_swizzle", 64): [3], ("gemm05_swizzle", 32): [3, 4, 5, 6],
-                       ("gemm07_wgmma", 64): [2, 3, 4], ("gemm08_warpspecialized", 64): [2, 3, 4]}
+                       ("gemm06_tma", 64): [2, 3, 4], ("gemm07_wgmma", 64): [2, 3, 4],
+                       ("gemm08_warpspecialized", 64): [2, 3, 4]}
     for (step, tile_k), stages in by_step.items():
         module = importlib.import_module(f"cutecourse.kernels.gemm.{step}")
         with pytest.raises(ValueError, match="fit|shared memory"):
