@@ -12,12 +12,12 @@ The rules, in order (lesson 8 explains each; `Choice.reasons` names the ones tha
    leave the vector steps: it is only another stride). Where that fails, step 2 (`gemm02_smem`, scalar loads, any
    shape, stride and alignment) runs; it stores ``a @ b`` only, so with an epilogue its product goes to a float32
    buffer and torch computes the epilogue from it (`epilogue.store`): slower, never refused.
-4. sm_90 (H100, H200) runs the Hopper path: step 10 (pingpong) where the problem has fewer tiles of step 9's
-   128 × 256 than the GPU has SMs, since its 128 × 128 tiles keep twice as many SMs busy; else step 9 (cooperative,
+4. sm_90 (H100, H200) runs the Hopper path: step 11 (pingpong) where the problem has fewer tiles of step 10's
+   128 × 256 than the GPU has SMs, since its 128 × 128 tiles keep twice as many SMs busy; else step 10 (cooperative,
    clusters, multicast), the faster one on full waves (benchmarks/RESULTS.md: 0.98-1.03× torch.matmul against
    0.96-1.00× at 4096³ and 8192³). On four small and skinny problems the H200 ran the step this rule picks faster on
-   three; at 128 tiles, just under a wave, step 9 was 3% faster (benchmarks/RESULTS.md, 2026-12-02). Rule 6 is how a
-   measurement overrides it.
+   three; at 128 tiles, just under a wave, step 10 was 3% faster (benchmarks/RESULTS.md, 2026-12-02, where the
+   ladder had ten steps and these two were steps 9 and 10). Rule 6 is how a measurement overrides it.
 5. Other archs from sm_80 (sm_80/86/89, and sm_100/120, where mma.sync still runs but wgmma does not: it is sm_90a
    only) run step 5 (`gemm05_swizzle`), the SM80 path, with the first of its Configs whose shared memory fits the
    arch's CTA (`budget`): the default's 144 KiB on sm_80 and sm_100, 96 KiB on sm_86, sm_89 and sm_120 (99 KiB).

@@ -9,9 +9,9 @@ k-tile ``kt - 1`` is done. When a load may start depends on who issues it (``iss
   start at 0; in iteration ``kt`` the threads wait for k-tile ``kt`` to land, then refill the slot k-tile ``kt - 1``
   has just freed with k-tile ``kt + stages - 1``, then compute ``kt``. So a load starts when the MMA of the k-tile
   ``stages - 1`` before it starts: ``stages - 1`` loads are in flight while one k-tile is computed. One stage is
-  step 3's loop: load, wait, compute, in turn. (gemm06's single warpgroup refills its slots the same way, but fills
-  all ``stages`` of them before its first MMA.)
-- ``"tma"`` (gemm07): a producer warp issues the loads. It fills all ``stages`` slots at 0, then refills a slot as
+  step 3's loop: load, wait, compute, in turn. (gemm06 and gemm07, whose warp 0 issues TMA loads between its own
+  MMAs, fill and refill their slots in the same order.)
+- ``"tma"`` (gemm08): a producer warp issues the loads. It fills all ``stages`` slots at 0, then refills a slot as
   soon as the MMA of the k-tile in it is done (the slot's *empty* mbarrier), without waiting for the math.
 
 ``load_gap`` is the bandwidth: consecutive loads start at least that many cycles apart (0: unlimited).
@@ -47,7 +47,7 @@ from typing import Optional
 
 __all__ = ["ISSUES", "KTile", "Schedule", "simulate", "check_int"]
 
-#: Who issues the loads: the computing threads (cp.async, gemm04) or a producer warp (TMA + mbarriers, gemm07).
+#: Who issues the loads: the computing threads (cp.async, gemm04) or a producer warp (TMA + mbarriers, gemm08).
 ISSUES: tuple[str, ...] = ("cp.async", "tma")
 _MAX_SIMULATED = 1 << 16  # the schedule is periodic after a few rounds of the ring: more k-tiles show nothing new
 
@@ -161,7 +161,7 @@ def simulate(stages: int, load_latency: float, mma_time: float, k_tiles: int, is
                                                           "periodic after a few rounds of the ring)")
     if issue not in ISSUES:
         raise ValueError(f"{fn}: issue={issue!r} is not one of {ISSUES}: 'cp.async' when the computing threads "
-                         "issue the loads (gemm04), 'tma' for a producer warp (gemm07)")
+                         "issue the loads (gemm04), 'tma' for a producer warp (gemm08)")
     _check_time(load_gap, "load_gap", fn, positive=False)
     S = stages
     L = load_latency

@@ -1,5 +1,5 @@
-"""The GEMM steps' fused epilogue: ``D = act(alpha · acc + beta · C + bias)``, one description that steps 5, 9 and 10
-compile into their kernels.
+"""The GEMM steps' fused epilogue: ``D = act(alpha · acc + beta · C + bias)``, one description that every step from 5
+on compiles into its kernel.
 
 An `Epilogue` says what to fuse (an activation, a bias broadcast along N or M, an auxiliary output of the
 pre-activation); the launcher adds what the call's tensors fix (`Fused`: whether C is read at all, the bias's

@@ -30,7 +30,7 @@ import torch
 from cutecourse.kernels import launch
 
 AB_DTYPES = ("float16", "bfloat16")
-#: fp8 operands, which the Hopper TMA steps (9 and 10) also take: wgmma reads 8-bit operands K-major only.
+#: fp8 operands, which steps 10 and 11 (clusters, the TMA store) also take: wgmma reads 8-bit operands K-major only.
 FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
 #: The step that takes any shape and alignment (scalar accesses), and the last step that runs on sm_80: where the
 #: checks send a call that a vector step or a Hopper step refuses.
