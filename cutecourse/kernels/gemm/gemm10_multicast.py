@@ -1,7 +1,8 @@
 """GEMM, step 10: clusters with TMA multicast, and C stored by TMA. CTA pairs load each operand tile once for both,
 and C leaves through shared memory with a TMA store: the full Hopper kernel, on par with cuBLAS.
 
-Step 9's CTAs each loaded their own A and B tiles and stored C from registers. Here:
+Step 9's CTAs each loaded their own A and B tiles, and their threads stored C in 128-bit vectors from a whole
+tile staged in shared memory. Here:
 
 * **Clusters and TMA multicast.** Two CTAs of a cluster stacked along M need the same B tile: each loads half of
   it and the TMA multicasts both halves into both CTAs' shared memory, halving B's L2 traffic (``cluster_n`` > 1
@@ -9,8 +10,9 @@ Step 9's CTAs each loaded their own A and B tiles and stored C from registers. H
   barriers count arrivals across the cluster, and the cluster's barriers are initialized before any CTA uses them.
   The grouped raster walks clusters instead of CTAs.
 * **TMA-store epilogue.** The consumers convert the accumulators to C's dtype in ``tile_m`` × ``epi_n`` subtiles,
-  write each into a small shared-memory ring (``stmatrix`` for 16-bit C) and one thread stores it with a TMA bulk
-  copy, which clips rows and columns past M and N. The TMA loads zero-fill past M, N and K, so ragged shapes need
+  write each into a small shared-memory ring (``stmatrix`` for 16-bit C; 32 KiB of bf16 where step 9's whole tile
+  took 64, room for a fourth stage) and one thread stores it with a TMA bulk copy, which clips rows and columns past
+  M and N. The TMA loads zero-fill past M, N and K, so ragged shapes need
   no predicates at all. The store is asynchronous: the consumers go on to the next subtile, and to the next tile's
   mainloop, while it drains.
 
