@@ -1,13 +1,13 @@
 """Exercise 6.5 (the full/empty mbarrier hand-off of a TMA + wgmma GEMM with a producer warp): the answer and its
 wrong variants are kernel code; the PTX check passes the solution for both dtypes and fails, with a hint that names
-what is missing, a consumer that never waits for its slot and the package's own step 6 (one warpgroup that loads
-and multiplies, no producer warp); the two deadlocking variants (the producer's parity, the empty barrier's arrival
+what is missing, a consumer that never waits for its slot and the package's own step 7 (warpgroups that load
+and multiply, no producer warp); the two deadlocking variants (the producer's parity, the empty barrier's arrival
 count) compile to what the PTX check passes, so only the GPU test can catch them, by its timeout; the GPU check's
 judge passes the right product and fails unwritten or wrong outputs. On a Hopper GPU: the solution passes the GPU
 check in a jailed learner process, each deadlock is stopped at its call's timeout, and a fresh process still runs the
 solution on the GPU afterwards.
 
-The wrong variants are edits of the solution (and the package's step 6, assembled from its source), so they follow
+The wrong variants are edits of the solution (and the package's step 7, assembled from its source), so they follow
 both as they change.
 """
 
@@ -41,23 +41,53 @@ def without_line(source: str, start: str) -> str:
     return pattern.sub("", source)
 
 
-def step6_answer() -> str:
-    """The package's step 7 (gemm07_wgmma: one warpgroup of 128 threads, warp 0 loading between its wgmma batches)
-    as a 6.5 answer: its kernel, its loader and the course's epilogue from their source, launched by the
-    solution's host with step 6's 128 threads. It computes the right GEMM."""
+#: What step 7's kernel does for a fused epilogue, which a 6.5 answer does not take: left out of its source, with the
+#: parameters only it reads (with the identity epilogue the block is not traced, so the PTX is the same).
+FUSED_BLOCK = """\
+        if cutlass.const_expr(not fused.identity):  # the fused epilogue, on each accumulator at its (m, n)
+            tCcC_mma = thr_mma.partition_C(cC)
+            for i in cutlass.range(cute.size(acc), unroll_full=True):
+                if cute.elem_less(tCcC_mma[i], mC.shape):
+                    acc[i] = epilogue.element(fused, acc[i], tCcC_mma[i], mSrc, mBias, mAux, alpha, beta)
+"""
+FUSED_PARAMS = (("mSrc: cute.Tensor, mBias: cute.Tensor,\n            mAux: cute.Tensor, alpha: cutlass.Float32, "
+                 "beta: cutlass.Float32, ", ""), (", fused: cutlass.Constexpr)", ")"))
+#: Step 7's host builds these for its kernel beside what 6.5's host builds: the C tile in shared memory (row-major,
+#: its 16-byte chunks XORed with the row) and the tiled copy of its 128-bit stores, for 128 threads and fp32 C.
+STEP7_HOST_EXTRAS = """\
+    c_vector = 128 // mC.element_type.width
+    lanes = TMA_TILE_N // c_vector
+    sC_layout = cute.make_composed_layout(cute.make_swizzle(3, 3, int(math.log2(TMA_TILE_N)) - 3), 0,
+                                          cute.make_layout((TMA_TILE_M, TMA_TILE_N), stride=(TMA_TILE_N, 1)))
+    tiled_copy_c = cute.make_tiled_copy_tv(
+        cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), mC.element_type, num_bits_per_copy=128),
+        cute.make_layout((WARPGROUP_THREADS // lanes, lanes), stride=(lanes, 1)), cute.make_layout((1, c_vector)))
+"""
+
+
+def step7_answer() -> str:
+    """The package's step 7 (gemm07_wgmma: warpgroups of 128 threads that load (warp 0) between their wgmma batches,
+    no producer warp) as a 6.5 answer: its kernel (without the fused epilogue's block, off here), its loader and the
+    helpers they call, from their source, launched by the solution's host with one warpgroup (128 threads), raster 1
+    (one CTA per tile, as 6.5's grid) and step 7's C staging. It computes the right GEMM."""
+    from cutecourse.kernels import predicate
     from cutecourse.kernels.gemm import device, gemm07_wgmma
 
     sol = solution()
     header, host = sol[:sol.index("\n@cute.kernel")], sol[sol.index("\n@cute.jit\ndef tma_host"):]
-    host = edited(host, ("sA_layout, sB_layout, ab).launch(", "sA_layout, sB_layout, ab, tiler).launch("),
+    launch = "    tma_kernel(tma_atom_a, tma_a, tma_atom_b, tma_b, mC, tiled_mma, sA_layout, sB_layout, ab).launch("
+    host = edited(host, (launch, STEP7_HOST_EXTRAS + launch),
+                  ("sA_layout, sB_layout, ab).launch(",
+                   "sA_layout, sB_layout, sC_layout, tiled_copy_c, ab, tiler, 1).launch("),
                   ("block=(TMA_THREADS, 1, 1)", "block=(WARPGROUP_THREADS, 1, 1)"),
                   ("tma_kernel(", "_kernel("))
-    parts = [textwrap.dedent(inspect.getsource(f)) for f in (device.store_inside, gemm07_wgmma._load)]
-    kernel = edited(textwrap.dedent(inspect.getsource(gemm07_wgmma._kernel)),
-                    ("device.store_inside(", "store_inside("))
-    return "\n\n".join([header, "from cutlass.memory import SmemAllocator",
-                        "WARPGROUP_THREADS, WARPGROUP_WARPS = cute.arch.THREADS_PER_WARPGROUP, "
-                        "cute.arch.WARPS_PER_WARPGROUP", *parts, kernel]) + "\n" + host
+    helpers = [textwrap.dedent(inspect.getsource(f))
+               for f in (device.cta_tiles, predicate.per_vector_if, gemm07_wgmma._load)]
+    kernel = edited(textwrap.dedent(inspect.getsource(gemm07_wgmma._kernel)), (FUSED_BLOCK, ""), *FUSED_PARAMS,
+                    ("device.cta_tiles(", "cta_tiles("), ("predicate.per_vector_if(", "per_vector_if("))
+    imports = "import math\nfrom typing import Any, Callable\nfrom cutlass.memory import SmemAllocator"
+    return "\n\n".join([header, imports, "WARPGROUP_THREADS = cute.arch.THREADS_PER_WARPGROUP", *helpers,
+                        kernel]) + "\n" + host
 
 
 #: Each a whole answer cell with one classic mistake.
@@ -71,8 +101,8 @@ WRONG = {
     "count": edited(solution(), ("EMPTY_ARRIVALS = CONSUMER_WARPS", "EMPTY_ARRIVALS = 32 * CONSUMER_WARPS")),
     # (c) the consumers never wait for full: wgmma reads slots TMA has not written yet.
     "no_full_wait": without_line(solution(), "cute.arch.mbarrier_wait(full + s,"),
-    # (d) the package's step 6: right numbers, but no producer warp.
-    "step6": step6_answer(),
+    # (d) the package's step 7: right numbers, but no producer warp.
+    "step7": step7_answer(),
     # (e) the slot released right after the batch's commit: TMA may refill it while its wgmmas still read it (a race
     # an H200 would likely let pass, TMA being slower than a batch; the PTX shows it).
     "release_before_wait": without_line(solution(), "warpgroup.wait_group(1)"),
@@ -83,7 +113,7 @@ WRONG = {
 DEADLOCKS = ("parity", "count")
 #: What the PTX check says of the others.
 PTX_HINTS = {"no_full_wait": "the consumers wait until a slot is full, the producer until it is empty",
-             "step6": "has CTAs of 128 threads", "release_before_wait": "with no warpgroup.wait_group"}
+             "step7": "has CTAs of 128 threads", "release_before_wait": "with no warpgroup.wait_group"}
 
 
 def load(tmp_path: Path, source: str):
@@ -200,13 +230,13 @@ def learner(source: str, timeout: float) -> sandbox.Learner:
     return sandbox.Learner([{"label": "exercise 6.5", "exercise": "6.5", "source": source}], timeout=timeout)
 
 
-def test_in_a_learner_process_the_ptx_check_passes_the_solution_and_fails_step_6():
+def test_in_a_learner_process_the_ptx_check_passes_the_solution_and_fails_step_7():
     """The grader's path: the answer in a jailed process of its own, compiled there, the PTX judged here."""
     with learner(solution(), 300) as process:
         assert checks.grade(checks.tma_ptx, process) == f"✓ tma_ptx: all {len(L.PTX_CASES)} cases pass"
-    with learner(WRONG["step6"], 300) as process:
+    with learner(WRONG["step7"], 300) as process:
         line = checks.grade(checks.tma_ptx, process)
-        assert line.startswith("✗ tma_ptx: ") and PTX_HINTS["step6"] in line, line
+        assert line.startswith("✗ tma_ptx: ") and PTX_HINTS["step7"] in line, line
 
 
 @pytest.mark.gpu(90)

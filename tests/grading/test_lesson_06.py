@@ -1,9 +1,9 @@
 """Lesson 6 (shared-memory layouts and async pipelines): a partly right submission scores exactly its points; every
 check and hidden test fails a wrong answer, with a hint that points at the mistake without printing the answer; an
 answer that calls what its exercise forbids scores 0 there; the package's own rules and kernels submitted as answers
-(step 5's swizzle rule, step 7's stage count, steps 4 and 6 as the kernels) earn nothing; an answer that hangs scores
-0 at the grader's timeout and the rest of the submission is still graded; and on a GPU the solutions' kernels earn
-every point, while a deadlocked TMA pipeline scores its PTX points only, within the timeout, the rest of its
+(step 5's swizzle rule, steps 9-11's stage count, steps 4 and 7 as the kernels) earn nothing; an answer that hangs
+scores 0 at the grader's timeout and the rest of the submission is still graded; and on a GPU the solutions' kernels
+earn every point, while a deadlocked TMA pipeline scores its PTX points only, within the timeout, the rest of its
 submission keeps its points, and the next submission's kernel runs on the GPU as usual.
 
 (The kernels' classic mistakes, one by one, are in test_l06_cp_async.py and test_l06_tma_pipeline.py.)"""
@@ -54,7 +54,8 @@ def choose_swizzle(row_elements, element_bits):
 def ring_schedule(k_tiles, stages):
     return [(kt % stages, (kt // stages) % 2, (kt // stages) % 2) for kt in range(k_tiles)]
 """,
-    # step 7's own count (as many stages as fit one CTA, less a kilobyte): blind to the arch and to CTAs per SM
+    # steps 9-11's own count (as many stages as fit one CTA beside the epilogue's buffer, less a kilobyte): blind to
+    # the arch and to CTAs per SM
     "6.3": """
 from cutecourse.hw import ARCH_LIMITS
 def max_stages(tile_m, tile_n, tile_k, element_bits, arch, epilogue_bytes, ctas_per_sm):
@@ -159,17 +160,17 @@ HARD_CODED_6_3 = "def max_stages(tile_m, tile_n, tile_k, element_bits, arch, epi
                  "    return {\n" + "".join(f"        {case!r}: {L.reference_max_stages(*case)},\n"
                                             for case in checks.max_stages.cases()) + \
                  "    }.get((tile_m, tile_n, tile_k, element_bits, arch, epilogue_bytes, ctas_per_sm), 1)\n"
-#: The package's step 4 mainloop in 6.4's cell, and the package's step 6 as 6.5 (test_l06_*: both compute the
+#: The package's step 4 mainloop in 6.4's cell, and the package's step 7 as 6.5 (test_l06_*: both compute the
 #: right GEMM; both fail the PTX checks).
 GEMM04_AS_6_4 = with_mainloop(solution("6.4"), GEMM04_MAINLOOP)
-STEP6_AS_6_5 = TMA_WRONG["step6"]
+STEP7_AS_6_5 = TMA_WRONG["step7"]
 
 
 @pytest.fixture(scope="module")
 def partial_report(tmp_path_factory) -> grader.Report:
-    """6.1 right, 6.2 wrong, 6.3 hard-coded (check only), and as the kernels the package's own steps 4 and 6."""
+    """6.1 right, 6.2 wrong, 6.3 hard-coded (check only), and as the kernels the package's own steps 4 and 7."""
     return submit(tmp_path_factory.mktemp("partial"), {
-        "6.1": solution("6.1"), "6.2": WRONG["6.2"], "6.3": HARD_CODED_6_3, "6.4": GEMM04_AS_6_4, "6.5": STEP6_AS_6_5})
+        "6.1": solution("6.1"), "6.2": WRONG["6.2"], "6.3": HARD_CODED_6_3, "6.4": GEMM04_AS_6_4, "6.5": STEP7_AS_6_5})
 
 
 def test_partly_right_submission_scores_exactly_its_points(partial_report):
@@ -186,13 +187,15 @@ def test_the_packages_own_kernels_earn_no_kernel_points(partial_report):
     assert "CTAs of 128 threads" in output[f"hidden test_{CPU_HIDDEN['6.5']}"]
 
 
-def test_step_5s_rule_and_step_7s_stage_count_are_what_the_package_has():
-    """WRONG's 6.1 and 6.3 are the package's own: step 5's swizzle bits for a row (16-bit only) and step 7's count of
-    stages; submitted, they fail (above)."""
-    from cutecourse.kernels.gemm import steps
+def test_step_5s_rule_and_the_persistent_steps_stage_count_are_what_the_package_has():
+    """WRONG's 6.1 and 6.3 are the package's own: step 5's swizzle bits for a row (16-bit only) and steps 9-11's
+    count of stages (as many as fit beside the epilogue's buffer, if any, less a kilobyte); submitted, they fail
+    (above)."""
+    from cutecourse.kernels.gemm import GEMM_STEPS, steps
 
     assert "cute.make_swizzle(bits, 3, 3)" in steps.source(5)
-    assert "stages = config.stages or (SMEM_BYTES - 1024) // stage_bytes" in steps.source(7)
+    count = re.compile(r"stages = config\.stages or \(SMEM_BYTES - 1024( - \w+)?\) // stage_bytes")
+    assert [n for n in range(1, len(GEMM_STEPS) + 1) if count.search(steps.source(n))] == [9, 10, 11]
 
 
 # Right answers through what 6.1 and 6.3 forbid: the course's wavefront counter and occupancy calculator.
