@@ -163,6 +163,19 @@ def notebooks_of(course: Path) -> list[Path]:
             for p in sorted((course / folder).glob("[0-9][0-9]_*.ipynb"))]
 
 
+#: AUTHORING: "keep a notebook under 150 KB" (its outputs stored executed on a CPU: text and small SVGs only).
+NOTEBOOK_BYTES = 150_000
+
+
+@pytest.mark.parametrize("course", COURSES, ids=lambda p: p.name)
+def test_every_notebook_is_under_150_kb(course):
+    sizes = {p.relative_to(course).as_posix(): p.stat().st_size for p in notebooks_of(course)}
+    assert len(sizes) >= (12 if course == ROOT else 2)
+    over = {name: size for name, size in sizes.items() if size >= NOTEBOOK_BYTES}
+    assert not over, (f"over {NOTEBOOK_BYTES} bytes: {over}; split the lesson into a part notebook (as lesson 6's "
+                      "06_smem_pipelines_hopper.ipynb) or store smaller outputs (text in place of a picture)")
+
+
 @pytest.mark.parametrize("course", COURSES, ids=lambda p: p.name)
 def test_every_notebook_opens_in_colab_from_its_own_path_and_sets_itself_up_there(course):
     repo = build.Repository.of(course)
