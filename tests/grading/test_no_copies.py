@@ -247,7 +247,7 @@ from cutecourse.layout import Layout
 def bias_fragment(tv_layout_c, tile_m, tile_n, bias_mode):
     return Layout((tile_m, tile_n), (0, 1) if bias_mode == "n" else (1, 0)), 2
 """),
-    # section 2 draws step 8's row-grouped raster as a layout (tile row, tile column) -> work item
+    # section 2 draws step 9's row-grouped raster as a layout (tile row, tile column) -> work item
     "8.1": (["raster = make_layout(((group_m, tiles_m // group_m), tiles_n), stride=((1, group_m * tiles_n), "
              "group_m))"], """
 from cutecourse.layout import make_layout
@@ -256,7 +256,7 @@ def raster(work, tiles_m, tiles_n, group_n):
     order = make_layout(((group, tiles_m // group), tiles_n), stride=((1, group * tiles_n), group))
     return next((m, n) for m in range(tiles_m) for n in range(tiles_n) if order((m, n)) == work)
 """),
-    # section 3: step 9's 2 x 1 clusters on the H200, the balanced grid, for any cluster
+    # section 3: step 10's 2 x 1 clusters on the H200, the balanced grid, for any cluster
     "8.2": (["pairs = tiles // 2", "fit = sms // 2", "rounds = math.ceil(pairs / fit)",
              "math.ceil(pairs / rounds)"], """
 import math
