@@ -2,15 +2,16 @@
 a bias is one load per value, each activation is its instructions; fp8 operands reach the fp8 wgmma. The numbers on
 a GPU: tests/gpu/test_epilogue_gpu.py."""
 
+import importlib
 import math
 
 import pytest
 import torch
 from cutlass.cute.runtime import make_fake_stream
 
+from cutecourse.dispatch import FUSING
 from cutecourse.kernels import ptx
-from cutecourse.kernels.gemm import (epilogue, fp8, gemm04_multistage, gemm05_swizzle, gemm11_pingpong, launcher,
-                                     operands)
+from cutecourse.kernels.gemm import epilogue, fp8, gemm04_multistage, gemm11_pingpong, launcher, operands
 from cutecourse.kernels.gemm.epilogue import ACTIVATIONS, Epilogue, Fused, plan, reference
 
 
@@ -125,8 +126,11 @@ def _ptx(module, fused, arch, m=200, n=136, k=72, ab=torch.bfloat16, b_major="n"
 C_LOADS, BIAS_LOADS = "ld.global.b16", "ld.global.b32"  # C is bf16 here, the bias fp32
 
 
-@pytest.mark.parametrize("module, arch", [(gemm05_swizzle, "sm_80"), (gemm11_pingpong, "sm_90a")])
-def test_the_ptx_reads_c_only_when_beta_is_nonzero_and_the_bias_once_per_value(module, arch):
+@pytest.mark.parametrize("step", FUSING)
+def test_the_ptx_reads_c_only_when_beta_is_nonzero_and_the_bias_once_per_value(step):
+    """Every step from 5 fuses the epilogue; each default tile gives a thread 128 accumulators."""
+    module = importlib.import_module(f"cutecourse.kernels.gemm.{step}")
+    arch = "sm_90a" if module.gemm.min_cc >= 90 else "sm_80"
     gelu = _ptx(module, Fused(Epilogue("gelu_tanh", bias="n"), bias_dtype="float32"), arch)
     assert ptx.count(gelu, C_LOADS) == 0, "beta = 0 must not read C"
     assert ptx.count(gelu, BIAS_LOADS) == 128 and ptx.count(gelu, "tanh.approx.f32") == 128  # a thread's values
