@@ -1,12 +1,12 @@
-"""The fused epilogue of steps 5, 9 and 10 on the GPU against float64 torch (`epilogue.reference`):
-D = act(alpha · A·B + beta · C + bias) on 225 random ragged shapes and 45 edge cases over 45 compiled epilogues
+"""The fused epilogue of every step from 5 (`dispatch.FUSING`) on the GPU against float64 torch (`epilogue.reference`):
+D = act(alpha · A·B + beta · C + bias) on 525 random ragged shapes and 105 edge cases over 105 compiled epilogues
 (every activation with every bias kind, the bias in D's dtype or float32, aux on and off, both operand dtypes, every
 D dtype, both majors of A and B, beta = 0 with a NaN-filled C, which must not be read, and beta ≠ 0, alpha ≠ 1 and
 alpha = 1), every output poisoned with NaN first, judged with bounds scaled by each activation's Lipschitz constant
-(the benchmark's `within_epilogue_bounds`). fp8 (e4m3 and e5m2, steps 9 and 10, both K-major) against float64 of the
+(the benchmark's `within_epilogue_bounds`). fp8 (e4m3 and e5m2, steps 10 and 11, both K-major) against float64 of the
 dequantized inputs, and once against torch._scaled_mm. The launcher's refusals of bad epilogue arguments, by name.
-A compile is cached per (operands, config, epilogue, bias dtype, beta ≠ 0, alpha ≠ 1): about 55 here, 2-4 s each,
-so the file takes about 3 minutes on an H200."""
+A compile is cached per (operands, config, epilogue, bias dtype, beta ≠ 0, alpha ≠ 1): about 115 here, 2-4 s each,
+so the file takes about 7 minutes on an H200."""
 
 import importlib.util
 import random
@@ -19,6 +19,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from cutecourse.dispatch import FUSING  # noqa: E402
 from cutecourse.kernels.gemm import fp8, tolerances  # noqa: E402
 from cutecourse.kernels.gemm.epilogue import ACTIVATIONS, Epilogue, reference  # noqa: E402
 
@@ -44,7 +45,7 @@ finally:
     sys.path.remove(str(ROOT / "benchmarks"))
 within_epilogue_bounds = bench.within_epilogue_bounds
 
-STEPS = ["gemm05_swizzle", "gemm10_multicast", "gemm11_pingpong"]
+STEPS = list(FUSING)
 BIASES = ("none", "n", "m")
 D_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 MAJORS = (("k", "n"), ("k", "k"), ("m", "n"), ("m", "k"))
