@@ -252,7 +252,7 @@ def pipeline_explorer(stages: int = 3, load_latency: int = 500, mma_time: int = 
                            continuous_update=False, layout=W.Layout(width="320px"))
 
     controls = {
-        "issue": W.Dropdown(options=[("cp.async (gemm04)", "cp.async"), ("TMA + producer warp (gemm07)", "tma")],
+        "issue": W.Dropdown(options=[("cp.async (gemm04)", "cp.async"), ("TMA + producer warp (gemm08)", "tma")],
                             value=issue, description="Loads:", layout=W.Layout(width="320px")),
         "stages": slider(stages, 1, 8, 1, "Stages:"),
         "load_latency": slider(load_latency, 0, 4000, 10, "Load latency:"),

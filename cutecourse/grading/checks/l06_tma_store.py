@@ -25,7 +25,9 @@ __all__ = ["VECTOR", "PTX_CASES", "ptx_case"]
 
 #: The exercise's CTA (one warpgroup), the slabs C's tile leaves in, and its k-tile.
 STORE_THREADS = 128
-SLABS, SLAB_M, STORE_TILE_K = 2, 64, 64
+SLABS = 2
+SLAB_M = 64
+STORE_TILE_K = 64
 #: (M, N, K) of the GPU check: one tile; ragged M, N and K below one tile (the store clips them); M inside the
 #: first slab only; several tiles each way.
 SHAPES = [(128, 128, 64), (100, 72, 40), (7, 8, 8), (60, 264, 136), (257, 264, 264)]
