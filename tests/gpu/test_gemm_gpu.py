@@ -138,8 +138,10 @@ def variant(step, edits, tmp_path):
     for old, new in edits:
         assert source.count(old) == 1, f"{step} no longer has exactly one {old!r}: update this broken variant"
         source = source.replace(old, new)
-    name = f"broken_{step}_{abs(hash(tuple(edits)))}"
-    path = tmp_path / f"{name}.py"
+    # Named <folder>.<step>: the launcher knows a step (its shared-memory budget, its messages) by the module's last
+    # name, and a broken copy is that step.
+    name = f"broken_{abs(hash(tuple(edits)))}.{step}"
+    path = tmp_path / f"broken_{step}_{abs(hash(tuple(edits)))}.py"
     path.write_text(source)
     spec = importlib.util.spec_from_file_location(name, path)
     broken = importlib.util.module_from_spec(spec)

@@ -163,12 +163,12 @@ def notebooks_of(course: Path) -> list[Path]:
             for p in sorted((course / folder).glob("[0-9][0-9]_*.ipynb"))]
 
 
-#: AUTHORING: "keep a notebook under 150 KB" (its outputs stored executed on a CPU: text and small SVGs only).
-NOTEBOOK_BYTES = 150_000
+#: AUTHORING: "keep a notebook under 150 KiB" (its outputs stored executed on a CPU: text and small SVGs only).
+NOTEBOOK_BYTES = 150 * 1024
 
 
 @pytest.mark.parametrize("course", COURSES, ids=lambda p: p.name)
-def test_every_notebook_is_under_150_kb(course):
+def test_every_notebook_is_under_150_kib(course):
     sizes = {p.relative_to(course).as_posix(): p.stat().st_size for p in notebooks_of(course)}
     assert len(sizes) >= (12 if course == ROOT else 2)
     over = {name: size for name, size in sizes.items() if size >= NOTEBOOK_BYTES}

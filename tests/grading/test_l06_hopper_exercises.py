@@ -71,10 +71,11 @@ STORE_WRONG = {
 }
 STORE_HINTS = {"no_proxy_fence": "no fence.proxy.async", "no_read_wait": "overwrites sC while slab 0",
                "wait_one": "overwrites sC while slab 0", "no_last_wait": "no cp.async.bulk.wait_group.read after"}
-#: The races on a GPU: the variants whose C a GPU should show wrong (their PTX hints are above, but for
-#: release_own_slot, whose PTX passes).
-GPU_RACES = {"6.6": ("flight_host", FLIGHT, FLIGHT_WRONG["release_own_slot"]),
-             "6.7": ("store_host", STORE, STORE_WRONG["no_read_wait"])}
+#: The races a GPU shows: the variants whose C comes out wrong on the H200. 6.6's release_own_slot is not one of them:
+#: on the H200 (2026-12-03) handing each slot back the moment its batch is issued left C right on every case of the
+#: GPU check (TMA's refill comes later than the queued wgmma's reads), and its PTX passes the flight check, so
+#: nothing here fails it yet (an open gap, named in RESULTS.md).
+GPU_RACES = {"6.7": ("store_host", STORE, STORE_WRONG["no_read_wait"])}
 
 
 def load(tmp_path: Path, source: str, host: str):
@@ -282,11 +283,9 @@ def test_on_a_gpu_the_solutions_pass_the_gpu_checks_in_a_learner_process():
 @pytest.mark.gpu(90)
 @pytest.mark.parametrize("exercise", sorted(GPU_RACES))
 def test_on_a_gpu_the_race_corrupts_c(exercise):
-    """6.6: each slot handed back the moment its batch is issued, on 128 k-tiles on one CTA (the Tensor Cores set
-    the pace, so the issued batches run ahead and TMA refills slots they have yet to read); 6.7: slab 1 written
-    into the buffer slab 0's store still reads. Both are judged wrong by the GPU check."""
+    """6.7: slab 1 written into the buffer slab 0's store still reads: the GPU check judges it wrong."""
     host, module, source = GPU_RACES[exercise]
     with learner(exercise, source) as process:
-        line = checks.grade(getattr(checks, "flight_gemm" if exercise == "6.6" else "tma_store_gemm"), process)
+        line = checks.grade(checks.tma_store_gemm, process)
     assert line.startswith(checks.FAIL), line
     assert module.SUSPECTS.strip("; ") in line or "never written" in line, line
