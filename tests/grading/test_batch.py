@@ -100,20 +100,33 @@ def test_visible_gpus_follow_cuda_visible_devices(monkeypatch):
     assert batch.visible_gpus() == []
 
 
+@pytest.fixture
+def named(tmp_path):
+    """Paths the command line takes (`cli`'s usage check wants a notebook that exists and names a lesson): the demo's
+    exercise notebook in folders a/ and b/; the batch's own checks come after that one."""
+    made = []
+    for folder in ("a", "b"):
+        path = tmp_path / folder / "00_demo.ipynb"
+        path.parent.mkdir()
+        path.write_text("{}")
+        made.append(str(path))
+    return made
+
+
 @pytest.mark.parametrize("kind, detail", [("uid", "uid 65534 (test)"), ("none", "none (test)")])
-def test_jobs_refuse_any_isolation_but_bubblewrap(kind, detail, demo_course, monkeypatch, capsys):
+def test_jobs_refuse_any_isolation_but_bubblewrap(kind, detail, demo_course, monkeypatch, capsys, named):
     monkeypatch.setattr(isolation, "choose", lambda *a: isolation.Isolation(kind, detail))
     with pytest.raises(isolation.IsolationError, match="--jobs 2 needs bubblewrap.*--jobs 1"):
         batch.grade_many(["x.ipynb"], demo_course, {}, jobs=2)
-    assert main(["grade", "x.ipynb", "--course", str(demo_course.root), "--jobs", "2"]) == 2
+    assert main(["grade", named[0], "--course", str(demo_course.root), "--jobs", "2"]) == 2
     assert "could signal or trace one another" in capsys.readouterr().err
 
 
-def test_a_batch_refuses_no_workers_and_a_notebook_given_twice(demo_course, capsys):
-    assert main(["grade", "x.ipynb", "--course", str(demo_course.root), "--jobs", "0"]) == 2
+def test_a_batch_refuses_no_workers_and_a_notebook_given_twice(demo_course, capsys, named):
+    assert main(["grade", named[0], "--course", str(demo_course.root), "--jobs", "0"]) == 2
     assert "--jobs 0: give 1 or more workers" in capsys.readouterr().err
-    assert main(["grade", "x.ipynb", "y.ipynb", "x.ipynb", "--course", str(demo_course.root)]) == 2
-    assert "x.ipynb is given more than once" in capsys.readouterr().err
+    assert main(["grade", named[0], named[1], named[0], "--course", str(demo_course.root)]) == 2
+    assert f"{named[0]} is given more than once" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
@@ -141,17 +154,18 @@ def test_a_grader_failure_costs_its_submission_and_the_batch_goes_on(jobs, demo_
     {"nbval": True, "hidden": False, "timeout": 7.5, "lesson": None, "exercise": "0.1", "isolation_kind": "none",
      "gpu_elsewhere": False},
 ])
-def test_the_flags_a_workflow_runs_grade_with_the_same_options(options, demo_course, monkeypatch):
+def test_the_flags_a_workflow_runs_grade_with_the_same_options(options, demo_course, monkeypatch, named):
     got = {}
     monkeypatch.setattr(isolation, "choose", lambda *a: isolation.Isolation("bwrap", "test"))
     monkeypatch.setattr(batch, "grade_many", lambda subs, course, opts, **kw: got.update(opts) or [])
     monkeypatch.setattr(reports, "write", lambda *a: [])
-    main(["grade", "x.ipynb", "--course", str(demo_course.root), *batch.flags(options)])
+    main(["grade", named[0], "--course", str(demo_course.root), *batch.flags(options)])
     assert got == options
 
 
 @needs_jail  # the check comes after the one for bubblewrap
-def test_jobs_memory_check_refuses_n_limits_past_the_hosts_memory_and_says_the_fix(demo_course, monkeypatch, capsys):
+def test_jobs_memory_check_refuses_n_limits_past_the_hosts_memory_and_says_the_fix(demo_course, monkeypatch, capsys,
+                                                                                  named):
     memory_mb = grader.default_limits(False).memory_mb
     monkeypatch.setattr(batch, "visible_gpus", lambda: [])
     monkeypatch.setattr(batch, "available_mb", lambda: 3 * memory_mb + 100)
@@ -159,7 +173,7 @@ def test_jobs_memory_check_refuses_n_limits_past_the_hosts_memory_and_says_the_f
                rf"{3 * memory_mb + 100} MiB this machine has available; give --jobs 3 or fewer")
     with pytest.raises(ValueError, match=refused):
         batch.grade_many(["x.ipynb"], demo_course, {}, jobs=4)
-    assert main(["grade", "x.ipynb", "--course", str(demo_course.root), "--jobs", "4"]) == 2
+    assert main(["grade", named[0], "--course", str(demo_course.root), "--jobs", "4"]) == 2
     assert "give --jobs 3 or fewer" in capsys.readouterr().err
     monkeypatch.setattr(batch, "available_mb", lambda: memory_mb + 100)
     with pytest.raises(ValueError, match="grade with --jobs 1"):

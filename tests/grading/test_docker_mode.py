@@ -49,10 +49,12 @@ def docker_mode(tmp_path: Path, command: list[str], env: dict[str, str] | None =
     args = [isolation._bwrap_binary(), "--dev-bind", "/", "/"]
     for n, path in enumerate(sorted(locked)):
         copy = tmp_path / "locked" / str(n)
-        if path.name == ".git":
-            copy.mkdir(parents=True)  # the grader reads nothing of the history
+        if path.name == ".git":  # the grader reads nothing of the history (a worktree's .git is a file)
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            copy.mkdir() if path.is_dir() else copy.write_text("")
         else:
             shutil.copytree(path, copy)
+        os.chmod(copy, 0o700 if copy.is_dir() else 0o600)
         for folder, _, files in os.walk(copy):
             os.chmod(folder, 0o700)
             for name in files:
