@@ -231,14 +231,9 @@ def choose(kind: str = "auto", secret: list[str] | None = None, read_only: list[
     if kind == "none":
         chosen = Isolation("none", "none (asked for with --isolation none): learner code runs as this user, with "
                                    "rlimits and an audit hook only; never grade others' work this way")
-    elif kind == "uid":  # asked for: Docker-mode graders (Gradescope), and to test that path where bubblewrap runs
-        why_uid = _uid_probe(secret or [], read_only or [])
-        if why_uid is not None:
-            raise IsolationError(f"cannot grade as uid {NOBODY} (--isolation uid): {why_uid}")
-        chosen = Isolation("uid", f"uid {NOBODY} (asked for); the answers are unreadable and the course unwritable by "
-                                  f"that uid")
     else:
-        why = no_jail()
+        # Asked for uid (Docker-mode graders, and to test that path where bubblewrap runs), or no bubblewrap here.
+        why = "asked for with --isolation uid" if kind == "uid" else no_jail()
         if why is None:
             bwrap = _bwrap_binary()
             assert bwrap is not None
@@ -251,8 +246,9 @@ def choose(kind: str = "auto", secret: list[str] | None = None, read_only: list[
             if why_uid is not None:
                 raise IsolationError(f"cannot isolate learner code here: {why}; and {why_uid} (the fallback). To "
                                      "check your own notebook on your own machine, pass --isolation none")
-            chosen = Isolation("uid", f"uid {NOBODY} (bubblewrap unavailable: {why}); the answers are unreadable "
-                                      f"and the course unwritable by that uid")
+            reason = why if kind == "uid" else f"bubblewrap unavailable: {why}"
+            chosen = Isolation("uid", f"uid {NOBODY} ({reason}); the answers are unreadable and the course "
+                                      f"unwritable by that uid")
     _CHOSEN[key] = chosen
     return chosen
 

@@ -100,10 +100,10 @@ class _Elf:
 
     def symbols(self) -> list[_Symbol]:
         found = []
-        for header in self.sections:
+        for index, header in enumerate(self.sections):
             if header[1] != _SHT_SYMTAB:
                 continue
-            table, names = self._bytes(self.sections.index(header)), self._bytes(header[6])
+            table, names = self._bytes(index), self._bytes(header[6])
             for at in range(0, len(table) - 23, 24):
                 name, info, other, section, value, size = struct.unpack_from("<IBBHQQ", table, at)
                 end = names.find(b"\0", name)

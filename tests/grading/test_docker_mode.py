@@ -51,7 +51,10 @@ def docker_mode(tmp_path: Path, command: list[str], env: dict[str, str] | None =
         copy = tmp_path / "locked" / str(n)
         if path.name == ".git":  # the grader reads nothing of the history (a worktree's .git is a file)
             copy.parent.mkdir(parents=True, exist_ok=True)
-            copy.mkdir() if path.is_dir() else copy.write_text("")
+            if path.is_dir():
+                copy.mkdir()
+            else:
+                copy.write_text("")
         else:
             shutil.copytree(path, copy)
         os.chmod(copy, 0o700 if copy.is_dir() else 0o600)

@@ -162,7 +162,6 @@ def test_the_launcher_imports_no_torch_and_no_answers():
     probe = f"import sys; import {sandbox.LAUNCHER} as L; print('torch' in sys.modules, callable(L._serve))"
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "True"]
-    assert sandbox.LAUNCHER != sandbox.PROGRAM
 
 
 # A wrong kernel: the solution of 5.5 storing twice the product. Its PTX has every instruction the checks look for.
