@@ -19,7 +19,7 @@ from typing import Any
 from cutecourse.grading.checks import Check
 from cutecourse.grading.checks import l05_tiled_mma as L5
 from cutecourse.grading.checks.l05_tiled_mma import VECTOR
-from cutecourse.grading.checks.l06_tma_pipeline import PTX_CASES, block_threads, ptx_case
+from cutecourse.grading.checks.l06_tma_pipeline import PTX_CASES, block_threads, cases, ptx_case
 
 __all__ = ["VECTOR", "PTX_CASES", "ptx_case"]
 
@@ -107,11 +107,6 @@ def ptx_hint(code: Any) -> str | None:
         return ("no cp.async.bulk.wait_group.read after the last store: the CTA may exit, and its shared memory go, "
                 "while TMA still reads the last slab")
     return None
-
-
-def cases(seed: int, shapes: list[tuple[int, int, int]], dtype: str) -> list[tuple[Any, ...]]:
-    """(A (M, K), B (K, N), poisoned fp32 C (M, N)) per (M, N, K), random normal inputs rounded to `dtype`."""
-    return L5.gemm_cases(seed, [(None, m, n, k) for m, n, k in shapes], dtype, True)
 
 
 #: What a TMA-store epilogue gets wrong when C is: said after the GEMM judge's hint.
