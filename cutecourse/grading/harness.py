@@ -182,31 +182,27 @@ def module(host: Any, arch: str | None, *args: Any, vector: int = 1) -> dict[str
     this process's GPU from stand-ins on it, exactly as `prepare` does (the module the grader's launcher runs).
 
     What the grader judges: this, read as data, never what the learner's process says a kernel computed."""
-    import tempfile
-
     import numpy as np
 
     _require_jit(host)
     import cutlass.cute as cute
 
+    from cutecourse.kernels import ptx as course_ptx
+
     _load_runtime()
     examples = [spec_of(a) for a in args]
-    with tempfile.TemporaryDirectory() as dump:
-        if arch is None:
-            from cutecourse.kernels import launch as course_launch
+    if arch is None:
+        from cutecourse.kernels import launch as course_launch
 
-            compiled = cute.compile(host, *_stand_ins(examples, vector), course_launch.current_stream(),
-                                    options=f"--keep-ptx --dump-dir {dump}")
-        else:
-            from cutlass.cute.runtime import make_fake_stream
+        stand_ins = [*_stand_ins(examples, vector), course_launch.current_stream()]
+    else:
+        from cutlass.cute.runtime import make_fake_stream
 
-            from cutecourse.kernels import ptx as course_ptx
-
-            course_ptx.check_arch(arch)
-            compiled = cute.compile(host, *_fake_stand_ins(examples, vector), make_fake_stream(),
-                                    options=f"--gpu-arch {arch} --keep-ptx --dump-dir {dump}")
-        ptx_text = compiled.__ptx__ or ""
-        obj = compiled.dump_to_object(MODULE_PREFIX)
+        course_ptx.check_arch(arch)
+        stand_ins = [*_fake_stand_ins(examples, vector), make_fake_stream()]
+    compiled, ptx_text = course_ptx.compiled_with_ptx(lambda options: cute.compile(host, *stand_ins, options=options),
+                                                      arch)
+    obj = compiled.dump_to_object(MODULE_PREFIX)
     return {"object": np.frombuffer(obj, dtype=np.uint8), "ptx": ptx_text}
 
 

@@ -31,12 +31,19 @@ def ptx_of(compile_fn: Any, arch: str) -> str:
     >>> # ptx_of(lambda options: copy_tiled.compile(config, x, y, stream, options), "sm_80")  # doctest: +SKIP
     """
     check_arch(arch)
+    return compiled_with_ptx(compile_fn, arch)[1]
+
+
+def compiled_with_ptx(compile_fn: Any, arch: str | None) -> tuple[Any, str]:
+    """(what ``compile_fn(options)`` compiled, its PTX), for `arch`, or for this machine's GPU where `arch` is None."""
+    target = f"--gpu-arch {arch} " if arch else ""
     with tempfile.TemporaryDirectory() as dump:
-        ptx = compile_fn(f"--gpu-arch {arch} --keep-ptx --dump-dir {option_path(dump)}").__ptx__
+        compiled = compile_fn(f"{target}--keep-ptx --dump-dir {option_path(dump)}")
+        ptx = compiled.__ptx__
     if not ptx:
-        raise RuntimeError(f"the DSL returned no PTX for {arch}; is nvidia-cutlass-dsl installed correctly? "
-                           "Run: cutecourse doctor")
-    return ptx
+        raise RuntimeError(f"the DSL returned no PTX for {arch or 'this GPU'}; is nvidia-cutlass-dsl installed "
+                           "correctly? Run: cutecourse doctor")
+    return compiled, ptx
 
 
 def _on_windows() -> bool:
