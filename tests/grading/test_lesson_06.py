@@ -23,7 +23,7 @@ from cutecourse.grading.checks import l06_smem_pipelines as L
 from .forbidden_calls import assert_forbidden_calls_score_zero, assert_right_but_forbidden
 from .submissions import answer_from_file, assert_failed, grade_lesson, lesson_solution, outputs, statuses
 from .test_l06_cp_async import GEMM04_MAINLOOP, prefetch_one_short, with_mainloop, without_wait
-from .test_l06_hopper_exercises import FLIGHT_WRONG, STORE_WRONG
+from .test_l06_hopper_exercises import RS_WRONG, STORE_WRONG
 from .test_l06_tma_pipeline import WRONG as TMA_WRONG
 
 LESSON = "06_smem_pipelines"
@@ -66,28 +66,28 @@ def max_stages(tile_m, tile_n, tile_k, element_bits, arch, epilogue_bytes, ctas_
     "6.4": without_wait(solution("6.4")),
     # the consumers never wait for full: wgmma reads slots TMA has not written
     "6.5": TMA_WRONG["no_full_wait"],
-    # the loop's wait keeps one batch in flight where the exercise asks for two (the package's steps' wait)
-    "6.6": FLIGHT_WRONG["one_in_flight"],
+    # A's registers reloaded after a wait that leaves the last batch running (the package's steps' wait_group(1))
+    "6.6": RS_WRONG["wait_one"],
     # slab 1 overwrites the one buffer while slab 0's store may still read it
     "6.7": STORE_WRONG["no_read_wait"],
 }
 #: What each wrong answer's check says (the hidden tests use the same hints).
 HINTS = {"6.1": "wavefronts (the fewest possible is", "6.2": "deadlock", "6.3": "do not fit",
          "6.4": "no cp.async.wait_group", "6.5": "the hand-off needs one on each side",
-         "6.6": "keeps 1 batch in flight", "6.7": "overwrites sC while slab 0"}
+         "6.6": "with a warpgroup.wait_group(1) before it", "6.7": "overwrites sC while slab 0"}
 #: Where the hidden test's first failing case shows the mistake another way: 6.1's 8-bit elements, whose 16-byte
 #: vector M = 3 splits.
 HIDDEN_HINTS = dict(HINTS, **{"6.1": "splits the 16-byte vector"})
 CPU_HIDDEN = {"6.1": "choose_swizzle_for_every_row_length_and_element_width",
               "6.2": "ring_schedule_for_random_rings", "6.3": "max_stages_for_random_tiles_on_every_arch",
               "6.4": "multistage_mainloop_ptx_for_both_dtypes_and_archs", "6.5": "tma_pipeline_ptx_for_both_dtypes",
-              "6.6": "wgmma_flight_ptx_for_both_dtypes", "6.7": "tma_store_epilogue_ptx_for_both_dtypes"}
+              "6.6": "wgmma_rs_ptx_for_both_dtypes", "6.7": "tma_store_epilogue_ptx_for_both_dtypes"}
 CHECKS = {"6.1": "choose_swizzle", "6.2": "ring_schedule", "6.3": "max_stages", "6.4": "cp_async_ptx",
-          "6.5": "tma_ptx", "6.6": "flight_ptx", "6.7": "tma_store_ptx"}
+          "6.5": "tma_ptx", "6.6": "rs_ptx", "6.7": "tma_store_ptx"}
 GPU_HIDDEN = {"6.4": "multistage_gemm_on_random_ragged_shapes", "6.5": "tma_pipeline_gemm_on_random_ragged_shapes",
-              "6.6": "wgmma_flight_gemm_on_random_ragged_and_long_shapes",
+              "6.6": "wgmma_rs_gemm_on_random_ragged_and_long_shapes",
               "6.7": "tma_store_epilogue_gemm_on_random_ragged_shapes"}
-GPU_CHECKS = {"6.4": "cp_async_gemm", "6.5": "tma_gemm", "6.6": "flight_gemm", "6.7": "tma_store_gemm"}
+GPU_CHECKS = {"6.4": "cp_async_gemm", "6.5": "tma_gemm", "6.6": "rs_gemm", "6.7": "tma_store_gemm"}
 
 
 @pytest.fixture(scope="module")

@@ -6,9 +6,9 @@ random ragged shapes (M any, N and K multiples of 8 but not of the tile, K below
 fp16 and bf16, poisoned C, against float64. A GPU test checks the kernel's PTX first, so that a kernel the exercise
 did not ask for (the package's own step) earns nothing. The TMA + wgmma GEMM (a producer warp, the mbarrier
 hand-off, a 160-thread CTA) also runs rings that wrap many times; a kernel that deadlocks is stopped at the call's
-timeout and scores 0 there. The consumer mainloop with two k-tiles of wgmma in flight (6.6) also runs long K on one
-CTA and on many (128 and 520 k-tiles), where a slot released before the wait that retires its reads is refilled under
-a running wgmma; the TMA-store epilogue (6.7) runs tiles whose slabs TMA clips (M inside the first slab, ragged N).
+timeout and scores 0 there. The RS-form consumer mainloop (6.6: A reloaded into one set of registers every k-tile,
+one batch in flight) also runs long K on one CTA and on many (128 and 520 k-tiles); the TMA-store epilogue (6.7) runs
+tiles whose slabs TMA clips (M inside the first slab, ragged N).
 
 References: cutecourse.hw.banks (wavefronts), a model of mbarrier phases, cutecourse.hw.occupancy, and float64
 products of the inputs as the learner's process held them, within the course launcher's bounds.
@@ -22,7 +22,7 @@ from cutecourse.grading import sandbox
 from cutecourse.grading.checks import l06_cp_async as L4
 from cutecourse.grading.checks import l06_tma_pipeline as TMA
 from cutecourse.grading.checks import l06_tma_store as STORE
-from cutecourse.grading.checks import l06_wgmma_flight as FLIGHT
+from cutecourse.grading.checks import l06_wgmma_rs as RS
 from cutecourse.grading.checks import l06_smem_pipelines as L
 
 
@@ -139,25 +139,25 @@ def launch_gemms(learner, host: str, checks, shapes, seed: int) -> None:
 
 
 _rng66 = random.Random(6606)
-# (M, N, K): one element; K of one and two k-tiles (fewer batches than IN_FLIGHT); ragged tiles; rings that wrap;
+# (M, N, K): one element; K of one and two k-tiles (the first release, the last batch); ragged tiles; rings that wrap;
 # long K on one CTA and on a grid of them (128 and 520 k-tiles); then random ones.
-FLIGHT_SHAPES = [(1, 8, 8), (33, 16, 64), (65, 72, 104), (127, 8, 520), (128, 128, 8192), (250, 392, 33280),
-                 (3, 264, 16), (513, 136, 264)]
-FLIGHT_SHAPES += [(_rng66.randint(1, 400), 8 * _rng66.randint(1, 50), 8 * _rng66.randint(1, 400)) for _ in range(4)]
+RS_SHAPES = [(1, 8, 8), (33, 16, 64), (65, 72, 104), (127, 8, 520), (128, 128, 8192), (250, 392, 33280),
+             (3, 264, 16), (513, 136, 264)]
+RS_SHAPES += [(_rng66.randint(1, 400), 8 * _rng66.randint(1, 50), 8 * _rng66.randint(1, 400)) for _ in range(4)]
 
 
 @pytest.mark.exercise("6.6", points=1)
-def test_wgmma_flight_ptx_for_both_dtypes(learner):
-    for dtype, arch in FLIGHT.PTX_CASES:
-        assert_ptx(learner, "flight_host", FLIGHT, dtype, arch)
+def test_wgmma_rs_ptx_for_both_dtypes(learner):
+    for dtype, arch in RS.PTX_CASES:
+        assert_ptx(learner, "rs_host", RS, dtype, arch)
 
 
 @pytest.mark.exercise("6.6", points=3)
 @pytest.mark.gpu(90)
-def test_wgmma_flight_gemm_on_random_ragged_and_long_shapes(learner):
-    for dtype, arch in FLIGHT.PTX_CASES:
-        assert_ptx(learner, "flight_host", FLIGHT, dtype, arch)  # two batches in flight, fenced, waited for
-    launch_gemms(learner, "flight_host", FLIGHT, FLIGHT_SHAPES, 6660)
+def test_wgmma_rs_gemm_on_random_ragged_and_long_shapes(learner):
+    for dtype, arch in RS.PTX_CASES:
+        assert_ptx(learner, "rs_host", RS, dtype, arch)  # RS wgmma, waits, release, fence in their order
+    launch_gemms(learner, "rs_host", RS, RS_SHAPES, 6660)
 
 
 _rng67 = random.Random(6707)
