@@ -1,19 +1,32 @@
 """Exercises are to write, not to copy. For every lesson:
 
-- no solution's code appears in the lesson notebook (its cells, their outputs, its markdown) or in the package
-  `cutecourse/`, compared token by token with whitespace, comments and strings ignored and names consistently
-  renamed, so that a renamed or reformatted copy is found too. An answer in several regions (a kernel exercise: the
-  partitions, the mainloop, the host's atoms) has every region compared; a region may be an idiom the package's
-  own kernels share (``thr_copy.partition_S(sA)``, ``thr_copy.retile(tCrA)``) only where another region of the
-  same answer, found nowhere, holds the variant the exercise asks for, so that the answer cannot be assembled from
-  what the learner can read;
+- no answer can be assembled from what the learner reads: the lesson's notebooks (cells, their outputs, their
+  markdown) and the package `cutecourse/`. Two measures look, and either finding it makes the answer a copy:
+
+  - the shape of its lines (`shapes`): each statement with its names replaced by a placeholder, attribute names (after
+    a dot) and keywords kept, strings and numbers made alike, comments, blank lines and trivial statements dropped.
+    An answer is a copy when a quarter or more (`SHARE`) of its runs of 3 consecutive shapes (`RUN`) also stand in
+    what the learner reads, each in one text: renaming, re-wrapping, comments and changed constants do not hide it.
+    A kernel exercise's answer is several regions (the partitions, the mainloop, the host's atoms); its runs are
+    counted over all of them, none crossing from one region to the next (a region of fewer than 3 statements has
+    none, and is left to the second measure);
+  - its tokens (`copied_from`): every region found somewhere, as one run of tokens up to a one-to-one renaming of
+    names (whitespace, comments and strings ignored), or as most of its lines verbatim. A region may be an idiom
+    found elsewhere only where another region of the answer, found nowhere, holds the variant the exercise asks for.
+
+  Exercises that re-implement a package function by hand and forbid it at run time are the exception, each named in
+  `REIMPLEMENTS` with why; copies found and not yet rewritten are named in `PENDING_COPIES`, with their issue;
 - the code the lesson shows nearest to an answer, submitted as that answer, fails the exercise's hidden tests.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
+import inspect
 import keyword
 import re
+from pathlib import Path
 
 import pytest
 
@@ -32,13 +45,205 @@ _TOKEN = re.compile(r'''(?P<string>[rbfuRBFU]{0,2}(?:"""[\s\S]*?"""|\'\'\'[\s\S]
                         |(?P<number>\d[\w.]*)
                         |(?P<op>\*\*=?|//=?|->|[-+*/%@&|^<>=!]=|<<|>>|[-+*/%@&|^~<>()\[\]{}:;,.=!])''', re.VERBOSE)
 _KEEP = set(keyword.kwlist)
-NAME, STRING = "<name>", "<str>"
+NAME, STRING, NUMBER = "<name>", "<str>", "<num>"
 
 
-def tokens(text: str) -> list[tuple[str, str]]:
-    """(kind, text) of each token: names other than keywords are renamable, strings are all alike (the fields of
-    an f-string are tokens too)."""
+# --------------------------------------------------------------------------- the texts
+
+def answer_regions(lesson: str) -> dict[str, list[tuple[int, str]]]:
+    """Each exercise's answer: the code between each pair of its solution markers, with the line of its answer cell
+    (from 1) that the region's first line is (the marker's own line: the region starts with its line break)."""
+    out = {}
+    for exercise, cell in nbio.answers(nbio.load(ROOT / "solutions" / f"{lesson}.ipynb")).items():
+        text = nbio.source(cell)
+        regions, at = [], 0
+        while (at := text.find(nbio.BEGIN, at)) >= 0:
+            at += len(nbio.BEGIN)
+            regions.append((text.count("\n", 0, at) + 1, text[at:text.index(nbio.END, at)]))
+        out[exercise] = regions
+    return out
+
+
+def solution_regions(lesson: str) -> dict[str, list[str]]:
+    """Each exercise's answer: the code between each pair of its solution markers."""
+    return {exercise: [region for _, region in regions] for exercise, regions in answer_regions(lesson).items()}
+
+
+def lesson_texts(lesson: str) -> dict[str, str]:
+    """Everything a learner reads in the lesson's notebooks (the lesson and its parts, such as lesson 6's Hopper
+    part): each cell's source (code and markdown) and each text output, by where it is."""
+    texts = {}
+    for path in sorted((ROOT / "notebooks").glob(f"{lesson}*.ipynb")):
+        for i, cell in enumerate(nbio.load(path)["cells"]):
+            texts[f"notebooks/{path.name} cell {i}"] = nbio.source(cell)
+            for j, out in enumerate(cell.get("outputs", [])):  # a stream's text, or a result's text/plain
+                text = "".join(out.get("text", "")) + "".join(out.get("data", {}).get("text/plain", ""))
+                texts[f"notebooks/{path.name} cell {i} output {j}"] = text
+    return texts
+
+
+def notebook_texts(lesson: str) -> list[str]:
+    """Everything a learner reads in the lesson's notebooks, as `lesson_texts` finds it."""
+    return list(lesson_texts(lesson).values())
+
+
+@pytest.fixture(scope="module")
+def package_sources() -> dict[str, str]:
+    modules = sorted((ROOT / "cutecourse").rglob("*.py"))
+    return {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8") for p in modules}
+
+
+# --------------------------------------------------------------------------- measure 1: the shape of lines
+
+_STATEMENT = re.compile(_TOKEN.pattern + r"|(?P<join>\\\n)|(?P<newline>\n)", re.VERBOSE)
+RUN = 3  # statements in a run
+SHARE = 0.25  # an answer with this share of its runs in what the learner reads is a copy
+
+
+def shapes(text: str) -> list[tuple[int, str]]:
+    """The shape of each statement of `text`, with the line it starts on (from 1).
+
+    A statement is a logical line: physical lines joined while a bracket is open or after a backslash (a blank line
+    ends one anyway, so that a stray bracket in markdown prose does not swallow the code after it). Its shape is its
+    tokens with each name other than a keyword or an attribute (after a dot) replaced by NAME, each string by STRING
+    (an f-string too) and each number by NUMBER; comments go, and a subscript's parentheses (``t[(None, k)]`` is
+    ``t[None, k]``). Trivial statements go too, so that they neither make nor break a run: those of one or two
+    tokens (``else:``, ``pass``, ``break``, ``return x``, ``return None``, a docstring) and imports (what the code
+    uses, not what it does)."""
+    found: list[tuple[int, list[str]]] = []
+    statement: list[str] = []
+    line = start = 1
+    depth = newlines = 0
+    previous = ""
+    for m in _STATEMENT.finditer(text):
+        kind, token = m.lastgroup, m.group()
+        if kind == "join":
+            line += 1
+            continue
+        if kind == "newline":
+            line += 1
+            newlines += 1
+            if depth == 0 or newlines > 1:
+                depth = 0
+                if statement:
+                    found.append((start, statement))
+                statement = []
+            continue
+        newlines = 0
+        if kind == "comment":
+            continue
+        if not statement:
+            start = line
+        if kind == "string":
+            statement.append(STRING)
+            line += token.count("\n")  # a triple-quoted string spans lines
+        elif kind == "number":
+            statement.append(NUMBER)
+        elif kind == "name" and token not in _KEEP and previous != ".":
+            statement.append(NAME)
+        else:
+            statement.append(token)
+        if token in ("(", "[", "{"):
+            depth += 1
+        elif token in (")", "]", "}"):
+            depth = max(depth - 1, 0)
+        previous = token
+    if statement:
+        found.append((start, statement))
+    return [(at, " ".join(_unwrap_subscripts(s))) for at, s in found if len(s) > 2 and s[0] not in ("import", "from")]
+
+
+_NESTING = {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}
+
+
+def _unwrap_subscripts(statement: list[str]) -> list[str]:
+    """`statement` with the parentheses of each subscript that is one parenthesised tuple dropped."""
+    out = list(statement)
+    i = 1
+    while i + 1 < len(out):
+        subscript = out[i] == "[" and (out[i - 1] in (NAME, ")", "]") or out[i - 1].isidentifier())
+        if subscript and out[i + 1] == "(" and not keyword.iskeyword(out[i - 1]):
+            depth, close = 0, i + 1
+            for close in range(i + 1, len(out)):
+                depth += _NESTING.get(out[close], 0)
+                if depth == 0:
+                    break
+            if depth == 0 and close + 1 < len(out) and out[close + 1] == "]":
+                del out[close], out[i + 1]
+        i += 1
+    return out
+
+
+def runs(text: str) -> list[tuple[int, int, tuple[str, ...]]]:
+    """Each run of `RUN` consecutive statement shapes of `text`, with the lines its first and last statements start
+    on."""
+    found = shapes(text)
+    return [(found[i][0], found[i + RUN - 1][0], tuple(s for _, s in found[i:i + RUN]))
+            for i in range(len(found) - RUN + 1)]
+
+
+def run_index(texts: dict[str, str]) -> dict[tuple[str, ...], list[str]]:
+    """Where each run of `texts` stands: ``"name:line"`` of each of its places."""
+    index: dict[tuple[str, ...], list[str]] = {}
+    for name, text in texts.items():
+        for line, _, run in runs(text):
+            index.setdefault(run, []).append(f"{name}:{line}")
+    return index
+
+
+def shared_runs(regions: list[tuple[int, str]], *indexes: dict[tuple[str, ...], list[str]],
+                exempt: str = "") -> list[tuple[str, list[str]]]:
+    """Each run of an answer made of `regions` (line of its cell, code): the lines of its cell it spans and the places
+    in `indexes` that hold it too (none: the answer's own), places in the file `exempt` left out."""
     out = []
+    for at, region in regions:
+        for first, last, run in runs(region):
+            places = [p for index in indexes for p in index.get(run, []) if not (exempt and p.startswith(exempt + ":"))]
+            out.append((f"{at + first - 1}-{at + last - 1}", places))
+    return out
+
+
+def share(found: list[tuple[str, list[str]]]) -> float:
+    """The share of an answer's runs (from `shared_runs`) that stand elsewhere; 0 for an answer without runs."""
+    return sum(1 for _, places in found if places) / len(found) if found else 0.0
+
+
+def describe(found: list[tuple[str, list[str]]]) -> str:
+    """`found` (from `shared_runs`) for a message: the share, then where each shared run is."""
+    shared = [f"lines {span}: {places[0]}" + (f" (+{len(places) - 1})" if len(places) > 1 else "")
+              for span, places in found if places]
+    head = f"{len(shared)} of {len(found)} runs ({share(found):.0%}) elsewhere"
+    return head + ("; " + "; ".join(shared) if shared else "")
+
+
+#: Exercises that re-implement a package function by hand, as the exercise asks, with that function forbidden at
+#: run time (the answer cell's "forbid"): the learner writes the algorithm the package holds, so its lines may have
+#: the shape of the package's. Only the function's own module is exempt, and only while the answer forbids it.
+REIMPLEMENTS = {
+    # the exercise spells out coalesce's one pass (drop size-1 modes, merge a mode into the previous one where it
+    # starts where that one ends): written as asked, it is the eager algebra's _coalesce_flat.
+    "2.2": "cutecourse.layout.coalesce",
+    # the exercise spells out composition's walk over A's modes for each leaf of B (divide the stride out, take what
+    # fits, the last mode takes the rest): written as asked, it is the eager algebra's _compose_leaf, less its errors.
+    "2.3": "cutecourse.layout.composition",
+}
+
+
+def defining_file(function: str) -> str:
+    """The package file, relative to the repository, that defines `function` (``cutecourse.layout.coalesce``)."""
+    module, _, name = function.rpartition(".")
+    path = Path(inspect.getsourcefile(getattr(importlib.import_module(module), name)))
+    return str(path.resolve().relative_to(ROOT))
+
+
+# --------------------------------------------------------------------------- measure 2: runs of tokens
+
+
+@functools.cache
+def tokens(text: str) -> tuple[tuple[str, str], ...]:
+    """(kind, text) of each token: names other than keywords are renamable, strings are all alike (the fields of
+    an f-string are tokens too). Cached: the package's and the lessons' texts are compared with every region."""
+    out: list[tuple[str, str]] = []
     for m in _TOKEN.finditer(text):
         kind = m.lastgroup
         if kind == "comment":
@@ -52,33 +257,50 @@ def tokens(text: str) -> list[tuple[str, str]]:
             out.append((NAME, m.group()))
         else:
             out.append((m.group(), m.group()))
-    return out
+    return tuple(out)
 
 
-def occurs(needle: list[tuple[str, str]], haystack: list[tuple[str, str]]) -> bool:
-    """Whether `needle` appears in `haystack` as a contiguous run, up to a one-to-one renaming of names."""
-    n = len(needle)
-    for start in range(len(haystack) - n + 1):
-        forward: dict[str, str] = {}
-        backward: dict[str, str] = {}
-        for (kind, text), (other_kind, other) in zip(needle, haystack[start:start + n]):
-            if kind != other_kind:
-                break
-            if kind == NAME and (forward.setdefault(text, other) != other or backward.setdefault(other, text) != text):
-                break
-        else:
+def occurs(needle: tuple[tuple[str, str], ...], haystack: tuple[tuple[str, str], ...]) -> bool:
+    """Whether `needle` appears in `haystack` as a contiguous run, up to a one-to-one renaming of names. Where the
+    kinds of tokens match is found as a substring (`kind_string`); only there are the names compared."""
+    kinds, within = kind_string(needle), kind_string(haystack)
+    at = within.find(kinds)
+    while at >= 0:
+        if renames(needle, haystack[at:at + len(needle)]):
             return True
+        at = within.find(kinds, at + 1)
     return False
 
 
-def lines(text: str) -> set[str]:
+def renames(needle: tuple[tuple[str, str], ...], run: tuple[tuple[str, str], ...]) -> bool:
+    """Whether a one-to-one renaming of names turns `needle` into `run`, a run of tokens of the same kinds."""
+    forward: dict[str, str] = {}
+    backward: dict[str, str] = {}
+    for (kind, text), (_, other) in zip(needle, run):
+        if kind == NAME and (forward.setdefault(text, other) != other or backward.setdefault(other, text) != text):
+            return False
+    return True
+
+
+_KIND_CHARS: dict[str, str] = {}
+
+
+@functools.cache
+def kind_string(found: tuple[tuple[str, str], ...]) -> str:
+    """The kind of each token (NAME, STRING, or the token itself) as one character, so that a run of kinds is a
+    substring."""
+    return "".join(_KIND_CHARS.setdefault(kind, chr(0xE000 + len(_KIND_CHARS))) for kind, _ in found)
+
+
+@functools.cache
+def lines(text: str) -> frozenset[str]:
     """The text's lines of at least 4 tokens, whitespace and comments dropped (names and strings kept)."""
     out = set()
     for line in text.splitlines():
         toks = [m.group() for m in _TOKEN.finditer(line) if m.lastgroup != "comment"]
         if len(toks) >= 4:
             out.add(" ".join(toks))
-    return out
+    return frozenset(out)
 
 
 def copied(region: str, text: str) -> bool:
@@ -88,32 +310,6 @@ def copied(region: str, text: str) -> bool:
         return True
     mine = lines(region)
     return len(mine) >= 3 and len(mine & lines(text)) >= 0.6 * len(mine)
-
-
-def solution_regions(lesson: str) -> dict[str, list[str]]:
-    """Each exercise's answer: the code between each pair of its solution markers."""
-    out = {}
-    for exercise, cell in nbio.answers(nbio.load(ROOT / "solutions" / f"{lesson}.ipynb")).items():
-        text = nbio.source(cell)
-        out[exercise] = [part[:part.index(nbio.END)] for part in text.split(nbio.BEGIN)[1:]]
-    return out
-
-
-def notebook_texts(lesson: str) -> list[str]:
-    """Everything a learner reads in the lesson notebook: cell sources (code and markdown) and text outputs."""
-    texts = []
-    for cell in nbio.load(ROOT / "notebooks" / f"{lesson}.ipynb")["cells"]:
-        texts.append(nbio.source(cell))
-        for out in cell.get("outputs", []):
-            texts.append("".join(out.get("text", "")))
-            texts += ["".join(v) for k, v in out.get("data", {}).items() if k == "text/plain"]
-    return texts
-
-
-@pytest.fixture(scope="module")
-def package_sources() -> dict[str, str]:
-    modules = sorted((ROOT / "cutecourse").rglob("*.py"))
-    return {str(p.relative_to(ROOT)): p.read_text(encoding="utf-8") for p in modules}
 
 
 def copied_from(regions: list[str], texts: dict[str, str]) -> list[str]:
@@ -128,29 +324,143 @@ def copied_from(regions: list[str], texts: dict[str, str]) -> list[str]:
     return []
 
 
-#: Copies found and not yet fixed, each an open defect: exercise 6.6 (issue 33) is the consumer loop of steps 8-11 with
-#: two numbers changed (two batches in flight, not one), most of its lines the same. The test fails on any other copy,
-#: and on these once the exercise is rewritten, so that the entry goes with the fix.
-OPEN_DEFECTS = {"06_smem_pipelines": [f"6.6: cutecourse/kernels/gemm/{step}.py" for step in (
-    "gemm08_warpspecialized", "gemm09_persistent", "gemm10_multicast", "gemm11_pingpong")]}
+# --------------------------------------------------------------------------- the verdict
+
+#: Copies found and not yet rewritten, each an open defect with its issue: the test fails on any other copy, and on
+#: these once the exercise is no longer one, so that the entry goes with the fix.
+PENDING_COPIES = {
+    # issue 35: the lesson's check module recomputes the tiles, the SM slots and the waves for its hints
+    # (l01_hardware._judge_waves), three of the answer's four lines renamed.
+    "1.4": "issue 35",
+    # issue 35: the ldmatrix partitions, retile and k-block loop of steps 2-4 (gemm02_smem, gemm03_mma).
+    "5.5": "issue 35",
+    "5.6": "issue 35",
+    # issue 35: the producer's arm-and-copy and the consumer loop of steps 6-7 (gemm06_tma, gemm07_wgmma).
+    "6.5": "issue 35",
+    # issues 33 and 35: the consumer loop of steps 8-11 with two numbers changed (two batches in flight, not one).
+    "6.6": "issues 33, 35",
+}
+
+
+def verdicts(lesson: str, package: dict[tuple[str, ...], list[str]],
+             sources: dict[str, str]) -> dict[str, tuple[list[tuple[str, list[str]]], list[str]]]:
+    """Each exercise of `lesson`: its runs with their places elsewhere (measure 1) and the texts its regions are
+    copied from (measure 2), against the lesson's notebooks and the package (`package`, its run index; `sources`,
+    its files)."""
+    texts = lesson_texts(lesson)
+    notebooks = run_index(texts)
+    out = {}
+    for exercise, regions in answer_regions(lesson).items():
+        exempt = defining_file(REIMPLEMENTS[exercise]) if exercise in REIMPLEMENTS else ""
+        out[exercise] = (shared_runs(regions, package, notebooks, exempt=exempt),
+                         copied_from([region for _, region in regions], texts | sources))
+    return out
+
+
+def is_copy(found: list[tuple[str, list[str]]], where: list[str]) -> bool:
+    return share(found) >= SHARE or bool(where)
+
+
+@pytest.fixture(scope="module")
+def package_runs(package_sources) -> dict[tuple[str, ...], list[str]]:
+    return run_index(package_sources)
 
 
 @pytest.mark.parametrize("lesson", LESSONS)
-def test_no_solution_appears_in_the_lesson_or_the_package(lesson, package_sources):
-    texts = {f"lesson cell/output {i}": text for i, text in enumerate(notebook_texts(lesson))} | package_sources
-    found = [f"{exercise}: {name}" for exercise, regions in solution_regions(lesson).items()
-             for name in copied_from(regions, texts)]
-    assert found == OPEN_DEFECTS.get(lesson, []), f"{lesson}: solutions copied in {found}"
+def test_no_answer_is_in_the_lesson_or_the_package(lesson, package_runs, package_sources):
+    found = verdicts(lesson, package_runs, package_sources)
+    copies = {e for e, (runs_found, where) in found.items() if is_copy(runs_found, where)}
+    pending = {e for e in PENDING_COPIES if course_exercises()[e] == lesson}
+    detail = {e: describe(runs_found) + (f"; every region found in {where}" if where else "")
+              for e, (runs_found, where) in found.items()}
+    assert not copies - pending, f"{lesson}: answers copied from what the learner reads: " + "\n".join(
+        f"{e}: {detail[e]}" for e in sorted(copies - pending))
+    assert not pending - copies, f"{lesson}: no longer copies, remove their PENDING_COPIES entries: " + "\n".join(
+        f"{e}: {detail[e]}" for e in sorted(pending - copies))
 
 
-def test_a_kernel_answer_is_copied_only_when_every_region_is_somewhere(package_sources):
-    """5.5's partitions and mainloop are the package's step 3 idiom; its host's atoms (m16n8k8, ldmatrix.x2) are not:
-    add those to a text the learner reads and the whole answer is found."""
-    regions = solution_regions("05_tiled_mma")["5.5"]
-    assert len(regions) == 3 and copied_from(regions, package_sources) == []
-    assert copied_from(regions[:2], package_sources), "the idiom regions are no longer in the package; reword this test"
-    leaked = dict(package_sources, leak="def tc_host(mA, mB, mC, stream):\n" + regions[2])
-    assert "leak" in copied_from(regions, leaked)
+def test_each_exception_reimplements_a_function_its_answer_forbids(package_runs):
+    """A REIMPLEMENTS entry holds while its answer forbids the function at run time and is a copy of its module."""
+    for exercise, function in REIMPLEMENTS.items():
+        lesson = course_exercises()[exercise]
+        cell = nbio.answers(nbio.load(ROOT / "solutions" / f"{lesson}.ipynb"))[exercise]
+        assert function in nbio.meta(cell).get("forbid", []), f"{exercise} no longer forbids {function}"
+        found = shared_runs(answer_regions(lesson)[exercise], package_runs)
+        assert share(found) >= SHARE, f"{exercise} is no longer a copy of {function}'s module: remove its entry"
+        here = shared_runs(answer_regions(lesson)[exercise], package_runs, exempt=defining_file(function))
+        assert share(here) < SHARE, f"{exercise} is a copy beyond {function}'s module: {describe(here)}"
+
+
+# --------------------------------------------------------------------------- the measures, shown working
+
+def test_a_statements_shape_keeps_attributes_and_keywords_and_nothing_a_copy_can_change():
+    assert shapes("acc = tiled_mma.make_fragment_C(thr)  # the accumulators\n") == [
+        (1, "<name> = <name> . make_fragment_C ( <name> )")]
+    assert shapes("if x is not None:\n    s = f'{x}' + \"a\" * 0x10\n") == [
+        (1, "if <name> is not None :"), (2, "<name> = <str> + <str> * <num>")]
+    joined = "a = f(b,\n      c)\n\n# why\nd = b + \\\n    c\n"  # a call over two lines, a backslash, a comment
+    assert shapes(joined) == [(1, "<name> = <name> ( <name> , <name> )"), (5, "<name> = <name> + <name>")]
+    assert shapes('"""doc\nstring"""\nx = 1\n') == [(3, "<name> = <num>")]  # the docstring is trivial
+    trivial = "import math\nfrom a import b\nelse:\n    pass\nreturn x\nbreak\nreturn None\n"
+    assert shapes(trivial) == []
+    assert shapes("t[(None, k)] = u[None, k]\n") == shapes("t[None, k] = u[(None, k)]\n")
+    assert shapes("x = [(1, 2)]\n") != shapes("x = [1, 2]\n")  # a list of a tuple is no subscript
+    prose = "See (the loop\n\nfor k in range(n):\n    acc += a[k]\n"  # a blank line ends an open bracket
+    assert [s for _, s in shapes(prose)][-2:] == ["for <name> in <name> ( <name> ) :", "<name> += <name> [ <name> ]"]
+
+
+PACKAGE_LOOP = "cutecourse/layout/algebra.py"  # _coalesce_flat, the loop renamed below
+
+
+def test_a_renamed_copy_of_a_package_loop_is_caught_and_a_different_algorithm_is_not(package_runs, package_sources):
+    assert "for s, d in zip(it.leaves(shape), it.leaves(stride)):" in package_sources[PACKAGE_LOOP]
+    renamed = """
+    # the package's loop: its names, its layout and its comments changed
+    for extent, step in zip(it.leaves(sh), it.leaves(st)):
+        if extent == 1:
+            continue
+
+        if modes and modes[-1] * steps[-1] == step:
+            modes[-1] *= extent
+        else:
+            modes.append(extent)
+            steps.append(
+                step)
+    return _from_modes(modes, steps)
+"""
+    found = shared_runs([(1, renamed)], package_runs)
+    assert share(found) == 1 and all(PACKAGE_LOOP in places[0] for _, places in found), describe(found)
+    different = """
+    pairs = sorted((d, s) for s, d in zip(it.leaves(sh), it.leaves(st)) if s != 1)
+    merged = []
+    while pairs:
+        d, s = pairs.pop(0)
+        if merged and merged[-1][0] * merged[-1][1] == d:
+            merged[-1] = (merged[-1][0] * s, merged[-1][1])
+        else:
+            merged.append((s, d))
+    return tuple(s for s, _ in merged), tuple(d for _, d in merged)
+"""
+    assert share(shared_runs([(1, different)], package_runs)) < SHARE
+
+
+def test_an_answer_is_measured_over_all_its_regions_and_told_where():
+    package = run_index({"pkg.py": "a = b.x(c)\nd = a.y(b)\ne = d.z(a)\nf = 1\n"})
+    regions = [(3, "\np = q.x(r)\ns = p.y(q)\nt = s.z(p)\n"), (20, "\nu = v.w()\nu.v(1)\nreturn u.t\nw = 2\n")]
+    found = shared_runs(regions, package)
+    assert found == [("4-6", ["pkg.py:1"]), ("21-23", []), ("22-24", [])] and share(found) == 1 / 3
+    assert describe(found) == "1 of 3 runs (33%) elsewhere; lines 4-6: pkg.py:1"
+    assert [places for _, places in shared_runs(regions, package, exempt="pkg.py")] == [[], [], []]
+
+
+def test_a_kernel_answer_is_copied_by_its_tokens_only_when_every_region_is_somewhere():
+    """Regions that are an idiom the package's kernels share do not make a copy while another region, found nowhere,
+    holds the variant the exercise asks for; put that region where the learner reads, and the answer is found."""
+    idiom = "\n    tCsA, tCrA_view = thr_s2r.partition_S(sA), thr_s2r.retile(tCrA)\n"
+    variant = "\n    atom = cute.make_copy_atom(cute.nvgpu.warp.LdMatrix8x8x16bOp(True, 4), ab)\n"
+    package = {"step.py": "def partitions(thr, s, r):\n    src, dst = thr.partition_S(s), thr.retile(r)\n"}
+    assert copied_from([idiom], package) == ["step.py"] and copied_from([idiom, variant], package) == []
+    assert copied_from([idiom, variant], dict(package, leak="def host(ab):" + variant)) == ["leak", "step.py"]
 
 
 def test_a_renamed_reformatted_copy_is_found_and_a_different_algorithm_is_not():
