@@ -293,23 +293,45 @@ def kind_string(found: tuple[tuple[str, str], ...]) -> str:
 
 
 @functools.cache
-def lines(text: str) -> frozenset[str]:
-    """The text's lines of at least 4 tokens, whitespace and comments dropped (names and strings kept)."""
-    out = set()
+def lines(text: str) -> tuple[str, ...]:
+    """The text's lines of at least 4 tokens, in order, whitespace and comments dropped (names and strings kept)."""
+    out = []
     for line in text.splitlines():
         toks = [m.group() for m in _TOKEN.finditer(line) if m.lastgroup != "comment"]
         if len(toks) >= 4:
-            out.add(" ".join(toks))
-    return frozenset(out)
+            out.append(" ".join(toks))
+    return tuple(out)
+
+
+def in_order(mine: tuple[str, ...], theirs: tuple[str, ...]) -> int:
+    """How many of `mine` stand in `theirs` in the same order (the longest common subsequence of the two)."""
+    wanted = set(mine)
+    theirs = [line for line in theirs if line in wanted]
+    row = [0] * (len(theirs) + 1)
+    for line in mine:
+        diagonal = 0
+        for j, other in enumerate(theirs, 1):
+            diagonal, row[j] = row[j], diagonal + 1 if line == other else max(row[j], row[j - 1])
+    return row[-1]
 
 
 def copied(region: str, text: str) -> bool:
-    """`region` (a solution) is in `text`: as one run of tokens up to renaming, or as most of its lines (a copy
-    whose statements were regrouped, like a tuple assignment split in three)."""
+    """`region` (a solution) is in `text`: as one run of tokens up to renaming, or as most of its lines in their order
+    (a copy whose statements were regrouped, like a tuple assignment split in three). The order counts: a kernel's
+    vocabulary (``warpgroup.fence()``, ``read.advance()``) stands in every step, and the same calls in another order
+    are another program."""
     if occurs(tokens(region), tokens(text)):
         return True
     mine = lines(region)
-    return len(mine) >= 3 and len(mine & lines(text)) >= 0.6 * len(mine)
+    return len(mine) >= 3 and in_order(mine, lines(text)) >= 0.6 * len(mine)
+
+
+def test_the_same_lines_in_another_order_are_not_a_copy_and_in_the_same_order_are():
+    """A regrouped copy keeps the order of its statements; a kernel's vocabulary in another order is not a copy."""
+    loop = "wait_for(slot, phase)\nissue_all(tiles, acc, stage)\nretire_up_to(one, stage)\nhand_back(slot, stage)\n"
+    shuffled = "retire_up_to(one, stage)\nhand_back(slot, stage)\nwait_for(slot, phase)\nissue_all(tiles, acc, stage)\n"
+    assert copied(loop, "x = 1\n" + loop.replace("\n", "\ny = 2\n")) and not copied(loop, shuffled)
+    assert in_order(lines(loop), lines(shuffled)) == 2
 
 
 def copied_from(regions: list[str], texts: dict[str, str]) -> list[str]:
@@ -337,8 +359,6 @@ PENDING_COPIES = {
     "5.6": "issue 35",
     # issue 35: the producer's arm-and-copy and the consumer loop of steps 6-7 (gemm06_tma, gemm07_wgmma).
     "6.5": "issue 35",
-    # issues 33 and 35: the consumer loop of steps 8-11 with two numbers changed (two batches in flight, not one).
-    "6.6": "issues 33, 35",
 }
 
 
