@@ -351,9 +351,6 @@ def copied_from(regions: list[str], texts: dict[str, str]) -> list[str]:
 #: Copies found and not yet rewritten, each an open defect with its issue: the test fails on any other copy, and on
 #: these once the exercise is no longer one, so that the entry goes with the fix.
 PENDING_COPIES = {
-    # issue 35: the lesson's check module recomputes the tiles, the SM slots and the waves for its hints
-    # (l01_hardware._judge_waves), three of the answer's four lines renamed.
-    "1.4": "issue 35",
     # issue 35: the ldmatrix partitions, retile and k-block loop of steps 2-4 (gemm02_smem, gemm03_mma).
     "5.5": "issue 35",
     "5.6": "issue 35",

@@ -241,18 +241,17 @@ def _judge_waves(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str |
     if (bad := _number(value, "a fraction between 0 and 1")) is not None:
         return bad
     m, n, bm, bn, sms, bps = case
-    right = reference_wave_efficiency(*case)
-    if _close(value, right):
+    if _close(value, reference_wave_efficiency(*case)):
         return None
-    tiles = math.ceil(m / bm) * math.ceil(n / bn)
-    slots = sms * bps
-    waves = math.ceil(tiles / slots)
-    if _close(value, tiles / (waves * slots)):
+    # The classic slips, each the reference on a changed problem: whole edge tiles (M and N rounded up to the tile),
+    # a full last wave (one slot: as many waves as tiles), one tile per SM.
+    whole = reference_wave_efficiency(-(-m // bm) * bm, -(-n // bn) * bn, bm, bn, sms, bps)
+    if _close(value, whole):
         return ("edge tiles that hang over M or N do partial work: count useful work as M·N elements, not as whole "
                 "tiles")
-    if _close(value, m * n / (tiles * bm * bn)):
+    if _close(value, reference_wave_efficiency(m, n, bm, bn, 1, 1)):
         return "the last wave may be partly empty: the launch takes whole waves of SMs × blocks per SM tiles"
-    if _close(value, m * n / (math.ceil(tiles / sms) * sms * bm * bn)):
+    if _close(value, reference_wave_efficiency(m, n, bm, bn, sms, 1)):
         return "each SM holds blocks_per_sm tiles at once: a wave is SMs × blocks per SM tiles"
     if not 0 < value <= 1:
         return f"got {value:.6g}; an efficiency is a fraction of the machine's work, between 0 and 1"
