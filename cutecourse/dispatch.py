@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cutecourse import tune_cache
-from cutecourse.kernels.gemm import GEMM_STEPS, budget
+from cutecourse.kernels.gemm import GEMM_STEPS, budget, winners
 from cutecourse.kernels.gemm.plans import Plans
 
 ANY_SHAPE = "gemm02_smem"
@@ -154,6 +154,10 @@ def explain(a: Any, b: Any, out: Any = None, *, epilogue: Any = None, config: An
     if tuned is not None:
         return tuned
     if cc == 90:
+        hopper = "sm_90: the Hopper path (TMA, wgmma, warp specialization)"
+        measured = None if fp8 else _measured(a, b, cc, ab, ops)
+        if measured is not None:
+            return Choice(measured[0], measured[1], (*reasons, hopper, measured[2], *_k_tail(a.shape[1], measured[1])))
         cooperative = _module(COOPERATIVE).Config()  # its tile is what the rule counts; its sms, an H100's or H200's
         count = _sms(a, sms, cooperative.sms)
         tiles = math.ceil(a.shape[0] / cooperative.tile_m) * math.ceil(b.shape[1] / cooperative.tile_n)
@@ -167,8 +171,9 @@ def explain(a: Any, b: Any, out: Any = None, *, epilogue: Any = None, config: An
         module = _module(step)
         config = module.FP8_CONFIG if fp8 else module.Config()
         budget.check(step, config, ops.ab, ops.c, cc)
-        return Choice(step, config, (*reasons, "sm_90: the Hopper path (TMA, wgmma, warp specialization)", verdict,
-                                     *_k_tail(a.shape[1], config)))
+        unmeasured = (f"no winner measured for {winners.shape_class(a.shape[0], b.shape[1], a.shape[1])} on sm_90 "
+                      f"in {ab} ({winners.TABLE.name}): the model decides")
+        return Choice(step, config, (*reasons, hopper, unmeasured, verdict, *_k_tail(a.shape[1], config)))
     where = "wgmma is sm_90a only, mma.sync runs on every arch from sm_80" if cc > 90 else "the SM80 path"
     configs = _sm80_configs()
     config = budget.fitting(SM80, configs, ops.ab, ops.c, cc)
@@ -180,6 +185,27 @@ def explain(a: Any, b: Any, out: Any = None, *, epilogue: Any = None, config: An
                 f"{budget.smem_bytes(SM80, config, ops.ab, ops.c) // 1024} KiB do",)
     return Choice(SM80, config, (*reasons, f"sm_{cc}: {where} (cp.async, ldmatrix, mma.sync)", *room,
                                  *_k_tail(a.shape[1], config)))
+
+
+def _measured(a: Any, b: Any, cc: int, ab: str, ops: Any) -> tuple[str, Any, str] | None:
+    """The shipped table's winner for this problem's shape class (`winners`), as (step, Config, reason), if one was
+    measured for this arch and dtype and it fits this GPU's shared memory."""
+    m, k = a.shape
+    n = b.shape[1]
+    entry = winners.lookup(f"sm_{cc}", ab, m, n, k)
+    if entry is None:
+        return None
+    config = _module(entry["step"]).Config(**entry["config"])
+    if not budget.fits(entry["step"], config, ops.ab, ops.c, cc):
+        return None
+    from cutecourse.tuning import changes
+
+    cls = winners.shape_class(m, n, k)
+    picked = f"{entry['step']}({changes(entry['step'], config) or 'default'})"
+    measured = f"{entry['gpu'].split('|')[0]}, {entry['date']}: {'x'.join(map(str, entry['shape']))}"
+    reason = (f"measured: for {winners.describe(cls)} ({cls}), {picked} ran fastest of {len(winners.CANDIDATES)} "
+              f"configs ({measured} at {entry['ratio']:.3f}× torch.matmul; {winners.TABLE.name})")
+    return entry["step"], config, reason
 
 
 def _sm80_configs() -> tuple[Any, ...]:

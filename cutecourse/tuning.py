@@ -19,6 +19,7 @@ the problem; `cutecourse.gemm` uses it for that problem on that GPU.
 from __future__ import annotations
 
 import importlib
+import math
 import itertools
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -205,3 +206,61 @@ def tune(shape: tuple[int, int, int], dtype: str = "bfloat16", *, step: str | No
         dispatch.forget_plans()  # the dispatcher's remembered choices predate this pick
     return result
 
+
+
+def measure_winners(shapes: list[tuple[int, int, int]], dtype: str = "bfloat16", *, rounds: int = 3,
+                    settle_ms: float = 100.0, write: bool = True,
+                    say: Callable[[str], object] | None = None) -> dict[str, dict[str, Any]]:
+    """Race `cutecourse.kernels.gemm.winners.CANDIDATES` on each of `shapes` (M, N, K) in `dtype` on this GPU, as
+    ``nn.Linear`` multiplies (both operands K-major): each candidate checked against float64 torch (a wrong or
+    refused one is skipped and said), the right ones timed with torch.matmul in `cutecourse.bench.settled_rounds`.
+    Returns {shape class: the fastest's entry} and, when `write`, merges them into the shipped table
+    (`winners.store`) under this GPU's arch; a class measured twice keeps the larger problem's winner."""
+    import datetime
+
+    import torch
+    from tqdm import tqdm
+
+    from cutecourse import bench
+    from cutecourse.kernels.gemm import winners
+
+    if dtype not in ("float16", "bfloat16"):
+        raise ValueError(f"dtype={dtype!r}: the race times float16 or bfloat16 GEMMs")
+    if not torch.cuda.is_available():
+        raise ValueError("measuring winners times kernels on a GPU and none is visible here: run it on an sm_90 GPU")
+    major, minor = torch.cuda.get_device_capability()
+    if (major, minor) != (9, 0):
+        raise ValueError(f"this GPU is sm_{major}{minor}; the winners' candidates are the Hopper steps (sm_90)")
+    found: dict[str, dict[str, Any]] = {}
+    clocks = bench.Clocks()
+    bar = tqdm(shapes, desc=f"racing {len(winners.CANDIDATES)} configs, {dtype}", unit="shape")
+    say = say or bar.write
+    try:
+        for m, n, k in bar:
+            a, b, c = bench.operands(m, n, k, dtype, majors=("k", "k"))
+            kernels: dict[Any, Callable[[int], object]] = {"torch.matmul": lambda i: torch.matmul(a, b, out=c)}
+            for step, fields in winners.CANDIDATES:
+                module = importlib.import_module(f"cutecourse.kernels.gemm.{step}")
+                config = module.Config(**fields)
+                try:
+                    kernels[(step, config)] = bench.checked(f"{m}x{n}x{k} {step}({changes(step, config) or 'default'})",
+                                                            module.gemm, config, a, b, c, say=lambda line: None)
+                except (bench.WrongResult, ValueError) as exc:
+                    say(f"{m}x{n}x{k}: skipped {step}({changes(step, config)}): {exc}")
+            times, power = bench.settled_rounds(kernels, rounds, settle_ms, clocks)
+            result = bench.summary(times, power, 2 * m * n * k)
+            matmul = result.pop("torch.matmul")
+            (step, config), best = max(result.items(), key=lambda item: item[1]["ratio"])
+            cls = winners.shape_class(m, n, k)
+            entry = {"step": step, "config": asdict(config), "shape": [m, n, k], "ms": round(best["ms"], 5),
+                     "ratio": round(best["ratio"], 3), "baseline_ms": round(matmul["ms"], 5),
+                     "gpu": tune_cache.gpu_identity(a.device), "date": datetime.date.today().isoformat()}
+            say(f"{m}x{n}x{k} ({cls}): {step}({changes(step, config) or 'default'}) {best['ratio']:.3f}x torch.matmul")
+            if cls not in found or math.prod(found[cls]["shape"]) < m * n * k:
+                found[cls] = entry
+    finally:
+        bar.close()
+        clocks.close()
+    if write:
+        winners.store(f"sm_{major}{minor}", dtype, found)
+    return found

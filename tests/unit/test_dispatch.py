@@ -1,5 +1,6 @@
 """cutecourse.gemm's dispatch rules on a CPU: `explain` on CPU tensors with a named arch says which step a GPU of that
-arch would run and why, or refuses naming torch's fallback (tests/gpu/test_dispatch_gpu.py runs the choices)."""
+arch would run and why, or refuses naming torch's fallback (tests/gpu/test_dispatch_gpu.py runs the choices). These
+are the model's rules, with no table of measured winners (tests/unit/test_winners.py tests the table)."""
 
 import pytest
 
@@ -11,6 +12,14 @@ from cutecourse import dispatch  # noqa: E402
 from cutecourse.kernels.gemm import epilogue, gemm05_swizzle, gemm10_multicast, gemm11_pingpong  # noqa: E402
 
 explain = cutecourse.gemm.explain
+
+
+@pytest.fixture(autouse=True)
+def no_measured_winners(monkeypatch, tmp_path):
+    """The model's rules: no shipped table of measured winners (tests/unit/test_winners.py tests the table)."""
+    from cutecourse.kernels.gemm import winners
+
+    monkeypatch.setattr(winners, "TABLE", tmp_path / "winners.json")
 
 
 def ops(m, n, k, dtype=torch.bfloat16, majors=("k", "n")):

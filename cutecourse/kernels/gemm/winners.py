@@ -1,0 +1,90 @@
+"""The shipped table of measured winners: per GPU arch, operand dtype and shape class, the step and Config that ran
+fastest in one measured race (`cutecourse.tuning.measure_winners`: the candidates of `CANDIDATES`, each checked
+against float64 torch, timed settled and interleaved with torch.matmul), and what it measured. `cutecourse.gemm`
+runs a class's winner where one was measured for this arch and dtype, and falls back to its model elsewhere
+(`cutecourse.dispatch.explain` says which).
+
+A shape class rounds each of M, N and K up to a power of two: (128, 6144, 4096) is class ``128x8192x4096``, the class
+of every problem with 65 ≤ M ≤ 128, 4097 ≤ N ≤ 8192, 2049 ≤ K ≤ 4096. The table (``winners.json`` beside this module)
+maps ``arch -> dtype -> class`` to ``{"step", "config" (the Config's fields), "shape" (the problem measured), "ms",
+"ratio" (torch.matmul's ms / the winner's, the same rounds), "gpu", "date"}``. Importing this module loads nothing
+heavy.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+TABLE = Path(__file__).with_name("winners.json")
+
+#: The Configs a race runs on every shape: the two Hopper schedules with their default tiles, and the smaller tiles
+#: that put more CTAs on the SMs when a problem has few tiles (64-row tiles are one wgmma's rows; a 2 × 1 cluster
+#: shares B between two row tiles, which a problem of one tile row does not have, hence the 1 × 2 and 1 × 1 ones).
+CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("gemm10_multicast", {}),
+    ("gemm10_multicast", {"tile_m": 256, "tile_n": 128}),
+    ("gemm11_pingpong", {}),
+    ("gemm11_pingpong", {"tile_m": 64, "tile_n": 256, "cluster_m": 1, "cluster_n": 2}),
+    ("gemm11_pingpong", {"tile_m": 64, "tile_n": 128, "cluster_m": 1, "cluster_n": 2}),
+    ("gemm11_pingpong", {"tile_m": 64, "tile_n": 128, "cluster_m": 1, "cluster_n": 1}),
+    ("gemm11_pingpong", {"tile_m": 64, "tile_n": 64, "cluster_m": 1, "cluster_n": 2}),
+)
+
+
+def shape_class(m: int, n: int, k: int) -> str:
+    """The class of an (M, N, K) problem: each extent rounded up to a power of two, as ``"MxNxK"``."""
+    for name, x in (("m", m), ("n", n), ("k", k)):
+        if isinstance(x, bool) or not isinstance(x, int) or x < 1:
+            raise ValueError(f"{name}={x!r}: a GEMM extent is a positive int")
+    return "x".join(str(1 << (x - 1).bit_length()) for x in (m, n, k))
+
+
+def describe(cls: str) -> str:
+    """A class as the ranges it covers: ``"64 < M ≤ 128, 4096 < N ≤ 8192, 2048 < K ≤ 4096"``."""
+    parts = []
+    for name, top in zip("MNK", (int(x) for x in cls.split("x"))):
+        parts.append(f"{name} = 1" if top == 1 else f"{top // 2} < {name} ≤ {top}")
+    return ", ".join(parts)
+
+
+@functools.cache
+def _table(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+
+def table(path: Path | None = None) -> dict[str, Any]:
+    """The table as stored (``arch -> dtype -> class -> entry``); empty where no file is."""
+    return _table(path or TABLE)
+
+
+def lookup(arch: str, dtype: str, m: int, n: int, k: int, path: Path | None = None) -> dict[str, Any] | None:
+    """The measured winner of (M, N, K)'s class for `arch` ("sm_90") and `dtype` ("bfloat16"), or None."""
+    return table(path).get(arch, {}).get(dtype, {}).get(shape_class(m, n, k))
+
+
+def store(arch: str, dtype: str, entries: dict[str, dict[str, Any]], path: Path | None = None) -> Path:
+    """Merge `entries` ({class: entry}) into the table under `arch` and `dtype`, and write it (sorted, one line per
+    class, so that a refresh reads as a diff)."""
+    path = path or TABLE
+    data = json.loads(json.dumps(table(path)))  # a copy: the cached table stays as read
+    data.setdefault(arch, {}).setdefault(dtype, {}).update(entries)
+    lines = ["{"]
+    archs = sorted(data)
+    for i, a in enumerate(archs):
+        lines.append(f"  {json.dumps(a)}: {{")
+        dtypes = sorted(data[a])
+        for j, d in enumerate(dtypes):
+            lines.append(f"    {json.dumps(d)}: {{")
+            classes = sorted(data[a][d], key=lambda c: tuple(int(x) for x in c.split("x")))
+            for c_i, c in enumerate(classes):
+                comma = "," if c_i < len(classes) - 1 else ""
+                lines.append(f"      {json.dumps(c)}: {json.dumps(data[a][d][c], sort_keys=True)}{comma}")
+            lines.append("    }" + ("," if j < len(dtypes) - 1 else ""))
+        lines.append("  }" + ("," if i < len(archs) - 1 else ""))
+    lines.append("}")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    _table.cache_clear()
+    return path
