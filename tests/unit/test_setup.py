@@ -189,8 +189,9 @@ def test_make_lab_turns_jupyterlabs_news_prompt_off_in_the_environment(tmp_path)
     assert settings == {"fetchNews": "false", "checkForUpdates": False}
 
 
-#: What CI may install beside the README's two commands: a browser, which no wheel ships (tests/browser needs it).
-CI_ONLY = {"chromium"}
+#: What CI may install beside the README's two commands, for tests only, as no wheel ships either: a browser
+#: (tests/browser needs it) and mmdebstrap, which builds tests/unit/test_colab.py's Python 3.13 Colab runtime.
+CI_ONLY = {"chromium", "mmdebstrap"}
 INSTALLS = re.compile(r"(?:apt-get|apt|pip|pip3|conda|brew|dnf|yum|apk)\b[^\n]*?\binstall\b([^\n&;|]*)")
 
 
