@@ -1,9 +1,13 @@
-"""Exercise 6.5 (the full/empty mbarrier hand-off of a TMA + wgmma GEMM with a producer warp): the answer and its
-wrong variants are kernel code; the PTX check passes the solution for both dtypes and fails, with a hint that names
-what is missing, a consumer that never waits for its slot and the package's own step 7 (warpgroups that load
-and multiply, no producer warp); the two deadlocking variants (the producer's parity, the empty barrier's arrival
-count) compile to what the PTX check passes, so only the GPU test can catch them, by its timeout; the GPU check's
-judge passes the right product and fails unwritten or wrong outputs. On a Hopper GPU: the solution passes the GPU
+"""Exercise 6.5 (the full/empty mbarrier hand-off of a TMA + wgmma GEMM with a producer warp and two consumer
+warpgroups that share every slot, each releasing it with one arrival after its own named barrier): the answer and its
+wrong variants are kernel code; the PTX check passes the solution for both dtypes, and a peeled first k-tile and
+another spelling of the guard, and fails, with a hint that names what is wrong without the fix, a consumer that never
+waits for its slot, a release before the wait that retires its batch, a release with no named barrier, with the CTA's
+barrier, one id for both warpgroups, barrier 0, a barrier of the wrong thread count, a release of the slot just
+waited for, a release on the loop's first k-tile (the unguarded release, whichever slot it names), and the package's
+own step 7 (warpgroups that load and multiply, no producer warp); the two deadlocking variants (the producer's
+parity, the empty barrier's arrival count) compile to what the PTX check passes, so only the GPU test can catch them,
+by its timeout; the GPU check's judge passes the right product and fails unwritten or wrong outputs. On a Hopper GPU: the solution passes the GPU
 check in a jailed learner process, each deadlock is stopped at its call's timeout, and a fresh process still runs the
 solution on the GPU afterwards.
 
@@ -90,22 +94,79 @@ def step7_answer() -> str:
                         kernel]) + "\n" + host
 
 
+#: The consumers' release in the solution: the guard, the warpgroup's named barrier, its leader's arrival.
+RELEASE = """\
+            if kt > 0:
+                # The leader speaks for its warpgroup only once all four warps have passed their wait.
+                cute.arch.barrier(barrier_id=RELEASE_BARRIER + wg, number_of_threads=WARPGROUP)
+                if tidx % WARPGROUP == 0:
+                    cute.arch.mbarrier_arrive(empty + (kt - 1) % TMA_STAGES)
+"""
+#: The solution's consumer loop, up to its release.
+LOOP_HEAD = """\
+        for kt in cutlass.range(k_tiles, unroll=1):
+            use = kt // TMA_STAGES
+            cute.arch.mbarrier_wait(full + kt % TMA_STAGES, use & 1)  # k-tile kt has landed
+"""
+#: k-tile 0's batch before the loop, which then starts at k-tile 1 and releases on every pass: right, as the guard is.
+PEELED = """\
+        cute.arch.mbarrier_wait(full, 0)  # k-tile 0 has landed in slot 0
+        warpgroup.fence()
+        for kb in cutlass.range_constexpr(k_blocks):
+            cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, 0)], tCrB[(None, None, kb, 0)], acc)
+        warpgroup.commit_group()
+        for kt in cutlass.range(1, k_tiles, unroll=1):
+            use = kt // TMA_STAGES
+            cute.arch.mbarrier_wait(full + kt % TMA_STAGES, use & 1)  # k-tile kt has landed
+"""
+
+
+def unguarded(slot: str) -> str:
+    """The solution with its release on every k-tile, the first included, of `slot`."""
+    body = "\n".join(line[4:] for line in RELEASE.splitlines()[2:]) + "\n"
+    return edited(solution(), (RELEASE, body.replace("(kt - 1) % TMA_STAGES", slot)))
+
+
+#: Right answers written another way than the solution: the PTX check passes them.
+RIGHT = {
+    "peeled": edited(solution(), (LOOP_HEAD, PEELED), (RELEASE, "\n".join(
+        line[4:] for line in RELEASE.splitlines()[2:]) + "\n")),
+    "guard_ge": edited(solution(), ("            if kt > 0:\n", "            if kt >= 1:\n")),
+}
 #: Each a whole answer cell with one classic mistake.
 WRONG = {
     # (a) the producer waits for the phase the consumers complete, not the one before: a fresh barrier's current
     # phase never completes on its own, so the first wait on every slot blocks forever.
     "parity": edited(solution(), ("cute.arch.mbarrier_wait(empty + s, ((kt // TMA_STAGES) & 1) ^ 1)",
                                   "cute.arch.mbarrier_wait(empty + s, (kt // TMA_STAGES) & 1)")),
-    # (b) empty counts a thread per consumer (128) where one elected thread per warp arrives (4): the first refill
-    # waits forever, once the ring wraps (more than TMA_STAGES k-tiles).
-    "count": edited(solution(), ("EMPTY_ARRIVALS = CONSUMER_WARPS", "EMPTY_ARRIVALS = 32 * CONSUMER_WARPS")),
+    # (b) empty counts an arrival per consumer warp (8, as step 7 does) where one leader per warpgroup arrives (2):
+    # the first refill waits forever, once the ring wraps (more than TMA_STAGES k-tiles).
+    "count": edited(solution(), ("EMPTY_ARRIVALS = CONSUMERS", "EMPTY_ARRIVALS = 4 * CONSUMERS")),
     # (c) the consumers never wait for full: wgmma reads slots TMA has not written yet.
-    "no_full_wait": without_line(solution(), "cute.arch.mbarrier_wait(full + s,"),
+    "no_full_wait": without_line(solution(), "cute.arch.mbarrier_wait(full + kt % TMA_STAGES,"),
     # (d) the package's step 7: right numbers, but no producer warp.
     "step7": step7_answer(),
     # (e) the slot released right after the batch's commit: TMA may refill it while its wgmmas still read it (a race
     # an H200 would likely let pass, TMA being slower than a batch; the PTX shows it).
     "release_before_wait": without_line(solution(), "warpgroup.wait_group(1)"),
+    # (e2) the slot of this k-tile released: its batch may still read it.
+    "own_slot": edited(solution(), ("empty + (kt - 1) % TMA_STAGES", "empty + kt % TMA_STAGES")),
+    # (e3) no guard: on k-tile 0 the leader releases a slot no batch has read (here the last one, the wrapped
+    # index; with a plain (kt - 1) % TMA_STAGES, index -1: the barrier before empty[0]), so the producer may refill
+    # it under a later batch. TMA's latency would likely hide it on a GPU: the PTX check evaluates the first pass.
+    "unguarded": unguarded("(kt + TMA_STAGES - 1) % TMA_STAGES"),
+    "unguarded_negative": unguarded("(kt - 1) % TMA_STAGES"),
+    # (g) the leader arrives with no named barrier: its wait_group speaks for its own warp only.
+    "no_named_barrier": without_line(solution(), "cute.arch.barrier(barrier_id=RELEASE_BARRIER + wg,"),
+    # (h) the CTA's barrier: the producer warp never reaches it.
+    "cta_barrier": edited(solution(), ("cute.arch.barrier(barrier_id=RELEASE_BARRIER + wg, "
+                                       "number_of_threads=WARPGROUP)", "cute.arch.barrier()")),
+    # (i) one id for both warpgroups: 128 arrivals from either complete it.
+    "one_id": edited(solution(), ("barrier_id=RELEASE_BARRIER + wg,", "barrier_id=RELEASE_BARRIER,")),
+    # (j) barrier 0, the CTA's.
+    "id_zero": edited(solution(), ("barrier_id=RELEASE_BARRIER + wg,", "barrier_id=0 * wg,")),
+    # (k) both warpgroups' threads counted on each warpgroup's barrier: it never completes.
+    "both_counted": edited(solution(), ("number_of_threads=WARPGROUP)", "number_of_threads=CONSUMERS * WARPGROUP)")),
     # (f) the ring by the DSL's pipeline classes, which the exercise asks to write by hand: refused in the source.
     "pipeline_classes": "from cutlass import pipeline\n" + solution(),
 }
@@ -113,7 +174,11 @@ WRONG = {
 DEADLOCKS = ("parity", "count")
 #: What the PTX check says of the others.
 PTX_HINTS = {"no_full_wait": "the consumers wait until a slot is full, the producer until it is empty",
-             "step7": "has CTAs of 128 threads", "release_before_wait": "with no warpgroup.wait_group"}
+             "step7": "has CTAs of 128 threads", "release_before_wait": "with no warpgroup.wait_group",
+             "own_slot": "the one the loop has just waited for", "unguarded": "on the loop's first k-tile",
+             "unguarded_negative": "on the loop's first k-tile", "no_named_barrier": "follows no barrier of the warpgroup",
+             "cta_barrier": "is the CTA's (sync_threads", "one_id": "both consumer warpgroups meet at named barrier 1",
+             "id_zero": "is barrier 0, the CTA's own", "both_counted": "waits for 256 threads"}
 
 
 def load(tmp_path: Path, source: str):
@@ -150,6 +215,19 @@ def test_the_ptx_check_fails_a_kernel_without_the_hand_off_with_a_hint(capsys, t
     assert line.startswith("✗ tma_ptx: ") and PTX_HINTS[name] in line, line
 
 
+@pytest.mark.parametrize("name", sorted(RIGHT))
+def test_the_ptx_check_passes_a_right_answer_written_another_way(capsys, tmp_path, name):
+    assert checks.tma_ptx(load(tmp_path, RIGHT[name])) is True, capsys.readouterr().out
+
+
+def test_the_release_hints_do_not_give_the_guard_the_slot_or_the_ids_away(capsys, tmp_path):
+    for name in ("own_slot", "unguarded", "no_named_barrier", "one_id", "id_zero", "both_counted", "cta_barrier"):
+        assert checks.tma_ptx(load(tmp_path, WRONG[name])) is False
+        hint = capsys.readouterr().out.strip().splitlines()[-1].split("): ", 1)[1]
+        assert not re.search(r"kt ?[->]|> ?0|% ?TMA_STAGES|RELEASE_BARRIER|\+ ?wg|barrier_id=|"
+                                      r"EMPTY_ARRIVALS|\b2\b", hint), (name, hint)
+
+
 @pytest.mark.parametrize("name", DEADLOCKS)
 def test_the_deadlocking_variants_compile_to_what_the_ptx_check_passes(tmp_path, name):
     assert checks.tma_ptx(load(tmp_path, WRONG[name])) is True
@@ -169,22 +247,27 @@ def solution_ptx(tmp_path_factory) -> str:
 def test_the_solution_compiles_to_the_instructions_of_the_hand_off(solution_ptx):
     from cutecourse.kernels import ptx
 
-    assert L.block_threads(solution_ptx) == L.TMA_THREADS == 160
+    assert L.block_threads(solution_ptx) == L.TMA_THREADS == 288
     assert ptx.count(solution_ptx, "mbarrier.init") == 2 * L.TMA_STAGES  # full and empty, unrolled over the slots
     assert ptx.count(solution_ptx, "mbarrier.try_wait.parity") == 2  # the producer's wait and the consumers'
     assert ptx.count(solution_ptx, "setmaxnreg") == 0  # not asked for: a single producer warp is no warpgroup
+    # the warpgroups' named barrier: its id a register (one per warpgroup), 128 threads; and the CTA's barrier 0
+    assert sorted({re.sub(r"%r\d+", "%r", " ".join(line.split())) for line in solution_ptx.splitlines()
+                   if "bar.sync" in line}) == ["bar.sync %r, 128;", "bar.sync 0;"]
 
 
 @pytest.mark.parametrize("edit, hint", [
     (lambda p: p.replace("wgmma.mma_async", "nop.wgmma"), "no wgmma.mma_async"),
     (lambda p: p + "\n\tmma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {};\n", "not through registers"),
     (lambda p: p.replace("cp.async.bulk.tensor", "nop.bulk"), "no TMA load"),
-    (lambda p: re.sub(r"\.reqntid 160", ".reqntid 128", p), "has CTAs of 128 threads"),
+    (lambda p: re.sub(r"\.reqntid 288", ".reqntid 160", p), "has CTAs of 160 threads"),
     (lambda p: re.sub(r"\.reqntid [^\n]*", "", p), "declares no CTA size"),
     (lambda p: p.replace("mbarrier.init", "nop.init"), "no mbarrier.init"),
     (lambda p: p.replace("mbarrier.arrive.expect_tx", "nop.expect_tx"), "announce the bytes"),
     (lambda p: re.sub(r"mbarrier\.arrive\.shared", "nop.arrive", p), "never release a slot"),
     (lambda p: p.replace("mbarrier.try_wait", "nop.wait", 1), "has 1 mbarrier wait;"),
+    (lambda p: re.sub(r"bar\.sync\s+%r\d+, 128;", "bar.sync 3, 128;", p), "meet at named barrier 3"),
+    (lambda p: re.sub(r"bar\.sync\s+%r\d+, 128;", "bar.sync %r1, 64;", p), "waits for 64 threads"),
     (lambda p: 42, "expected the PTX text"),
 ])
 def test_each_missing_piece_of_the_ptx_has_its_own_hint(solution_ptx, edit, hint):

@@ -354,8 +354,6 @@ PENDING_COPIES = {
     # issue 35: the ldmatrix partitions, retile and k-block loop of steps 2-4 (gemm02_smem, gemm03_mma).
     "5.5": "issue 35",
     "5.6": "issue 35",
-    # issue 35: the producer's arm-and-copy and the consumer loop of steps 6-7 (gemm06_tma, gemm07_wgmma).
-    "6.5": "issue 35",
 }
 
 
