@@ -1,6 +1,8 @@
 """Exercises 7.3 (a fused epilogue: row scale, beta · C, leaky ReLU) and 7.4 (a staged, vectorized store, warp by
 warp): the solutions are kernel code only and pass the PTX checks for both dtypes and both archs; each mistake the PTX
-can show fails them with a hint that names it without printing the answer; the mistakes only numbers can show
+can show fails them with a hint that names it without printing the answer (among them 7.3's row_scale by index
+arithmetic, loaded once per accumulator, and 7.4's read-back of rows another warp staged, behind a warp barrier only,
+found by following every thread's shared-memory addresses); other right answers pass; the mistakes only numbers can show
 compile to PTX that passes, so that only the GPU judges fail them (shown on a GPU); the lesson's worked example and
 the package's step-5 epilogue, submitted as the answers, fail the PTX checks.
 
@@ -102,6 +104,31 @@ D_STORE = '''        if cute.elem_less(tCcD[i], mD.shape):
 '''
 
 
+DISTINCT_READ = """    for j in cutlass.range_constexpr(cute.size(scales)):
+        if cute.elem_less(scale_rows[j], rows.shape):
+            scale_regs[j] = scales[j]
+"""
+#: The scale of each accumulator read from row_scale at the accumulator's row, worked out from its coordinate.
+INDEXED_READ = """    tCcD_all = thr_mma.partition_C(cD)
+    tCrS = cute.make_fragment_like(acc)
+    tCrS.fill(0.0)
+    for i in cutlass.range_constexpr(cute.size(acc)):
+        if cute.elem_less(tCcD_all[i], mD.shape):
+            tCrS[i] = mRowScale[tCcD_all[i][0]]
+"""
+#: The broadcast view read at each of the thread's accumulators: the layout, without what its stride-0 modes say.
+EVERY_ELEMENT_READ = """    tCcD_all = thr_mma.partition_C(cD)
+    tCrS = cute.make_fragment_like(acc)
+    tCrS.fill(0.0)
+    for i in cutlass.range_constexpr(cute.size(acc)):
+        if cute.elem_less(tCcD_all[i], mD.shape):
+            tCrS[i] = tCgS[i]
+"""
+UNGUARDED_READ = """    for j in cutlass.range_constexpr(cute.size(scales)):
+        scale_regs[j] = scales[j]
+"""
+
+
 def fused(*changes: tuple[str, str]) -> str:
     return edited(solution("7.3"), *changes)
 
@@ -127,6 +154,11 @@ FUSED_PTX_MISTAKES = {
     "C read whatever beta is": (lambda: fused((BETA_IF, "    if True:\n")), "run whatever beta is"),
     "C read, then zeroed where beta is 0": (lambda: fused((BETA_IF, "    if True:\n"), (
         "    x = tCrS", "    if beta == 0.0:\n        tCrC.fill(0.0)\n    x = tCrS")), "run whatever beta is"),
+    "row_scale by index arithmetic": (lambda: fused((DISTINCT_READ, INDEXED_READ)), "loaded 32 times a thread"),
+    "row_scale read at every element of the view": (lambda: fused((DISTINCT_READ, EVERY_ELEMENT_READ)),
+                                                    "loaded 32 times a thread"),
+    "the distinct scales read without their predicate": (lambda: fused((DISTINCT_READ, UNGUARDED_READ)),
+                                                         "reads are not behind a predicate"),
 }
 
 
@@ -159,6 +191,12 @@ VECTOR_PTX_MISTAKES = {
                        "st.global of [64] bits"),
     "stores without their predicate": (lambda: vector(("tDrD, tDgD, pred=pred)", "tDrD, tDgD)")),
                                        "not behind a predicate"),
+    "step 5's CTA-wide read-back behind a warp barrier": (
+        lambda: with_region(solution("7.4"), GEMM05_EPILOGUE.replace("sync_threads()", "sync_warp()")),
+        "that warp 1 wrote"),
+    "each band read back from another warp's rows": (
+        lambda: vector(("cute.local_tile(sD, band, (warp, 0))", "cute.local_tile(sD, band, (WARPS_M - 1 - warp, 0))")),
+        "that warp 3 wrote"),
 }
 
 
@@ -246,33 +284,27 @@ GPU_MISTAKES = [("7.3", "fused_epilogue_ptx", FUSED, k, v) for k, (v, _) in FUSE
                [("7.4", "vector_store_ptx", VECTOR, k, v) for k, (v, _) in VECTOR_GPU_MISTAKES.items()]
 
 
-S_READ = """    for i in cutlass.range_constexpr(cute.size(acc)):
-        if cute.elem_less(tCcD[i], mD.shape):
-            tCrS[i] = tCgS[i]
-"""
-#: Right answers written otherwise than the solution: the guards nested the other way round, and C's and row_scale's
-#: loads under one element guard (in the branch where beta is not 0).
+#: Right answers written otherwise than the solution: beta tested inside each element's guard, and the scales' rows
+#: taken from D's own identity tensor (coordinates (m, 0) in the broadcast view), compared with D's shape.
 OTHER_RIGHT = {
-    "beta tested inside the element guard": (
-        S_READ + BETA_IF + C_READ, """    for i in cutlass.range_constexpr(cute.size(acc)):
+    "beta tested inside the element guard": (BETA_IF + C_READ, """    for i in cutlass.range_constexpr(cute.size(acc)):
         if cute.elem_less(tCcD[i], mD.shape):
-            tCrS[i] = tCgS[i]
             if beta != 0.0:
                 tCrC[i] = tCgC[i].to(cutlass.Float32)
 """),
-    "C and row_scale under one element guard": (S_READ + BETA_IF + C_READ, """    if beta != 0.0:
-        for i in cutlass.range_constexpr(cute.size(acc)):
-            if cute.elem_less(tCcD[i], mD.shape):
-                tCrS[i] = tCgS[i]
-                tCrC[i] = tCgC[i].to(cutlass.Float32)
-    else:
-""" + S_READ.replace("\n    ", "\n        ").replace("    for", "        for", 1)),
+    "the scales' rows from D's identity tensor": (
+        "    cS = cute.make_tensor(rows.iterator, cute.make_layout(mD.shape, stride=(rows.stride[0], 0)))\n",
+        "    whole = cute.make_identity_tensor(mD.shape)\n"
+        "    cS = cute.make_tensor(whole.iterator, cute.make_layout(mD.shape, stride=(whole.stride[0], 0)))\n"),
 }
 
 
 @pytest.mark.parametrize("change", OTHER_RIGHT, ids=list(OTHER_RIGHT))
 def test_other_right_answers_pass_the_ptx_check(tmp_path, change):
-    line = checks.REGISTRY["fused_epilogue_ptx"].run(host(tmp_path, fused(OTHER_RIGHT[change]), FUSED))
+    answer = fused(OTHER_RIGHT[change])
+    if change == "the scales' rows from D's identity tensor":
+        answer = answer.replace("cute.elem_less(scale_rows[j], rows.shape)", "cute.elem_less(scale_rows[j], mD.shape)")
+    line = checks.REGISTRY["fused_epilogue_ptx"].run(host(tmp_path, answer, FUSED))
     assert line.startswith(checks.PASS), line
 
 

@@ -1,10 +1,13 @@
-"""Lesson 7 (mixed precision, accumulators and the epilogue), the CPU exercises 7.1 and 7.2: a partly right submission
-scores exactly its points; every check and hidden test fails a wrong answer, with a hint that points at the mistake
-without printing the answer; an answer that calls what its exercise forbids scores 0 there; and the code the lesson
-prints nearest to each answer (section 3's emulation, section 1's broadcast layouts), or the package's own bias
-strides, submitted as the answers, fail the hidden tests.
+"""Lesson 7 (mixed precision, accumulators and the epilogue) through the grader: a wrong answer to each exercise fails
+every check and hidden test this machine runs, each with a hint that points at the mistake without printing the
+answer; a partly right submission (7.1 right on the visible cases only, 7.2 and 7.3 right, 7.4 untouched) scores
+exactly its points; an answer that calls what its exercise forbids scores 0 there; the code the lesson shows nearest
+to 7.1 (section 3's model) fails it; and the kernels the lesson and the package print, submitted as 7.3 and 7.4, earn
+no kernel points. On a GPU the kernels' solutions earn every point and a wrong activation loses the GEMMs.
 
-(The kernel exercises 7.3 and 7.4 have tests of their own.) Each grade here is of 7.1 and 7.2 alone."""
+(Every lesson's whole solution scoring every point, and its untouched exercise notebook scoring 0, are
+tests/grading/test_every_exercise.py's, `-k 07_epilogue`; the kernel exercises' mistakes, one by one, are
+test_l07_fused_epilogue.py's.)"""
 
 from __future__ import annotations
 
@@ -18,12 +21,12 @@ from cutecourse.grading import checks, grader, reports, results
 from cutecourse.grading.checks import l07_epilogue as L
 
 from .forbidden_calls import assert_forbidden_calls_score_zero, assert_right_but_forbidden
-from .submissions import (answer_from_file, assert_failed, edited, grade_lesson, hard_coded, lesson_solution, outputs,
-                          statuses)
+from .submissions import answer_from_file, assert_failed, edited, grade_lesson, lesson_solution, outputs, statuses
+from .test_l07_fused_epilogue import FUSED_PTX_MISTAKES, VECTOR_PTX_MISTAKES
 from .test_no_copies import PRINTED, occurs, tokens
 
 LESSON = "07_epilogue"
-CPU = {"7.1", "7.2"}
+EXERCISES = {"7.1", "7.2", "7.3", "7.4"}
 
 pytestmark = pytest.mark.slow
 
@@ -32,25 +35,43 @@ def solution(exercise: str) -> str:
     return lesson_solution(LESSON, exercise)
 
 
-def submit(tmp_path: Path, answers: dict[str, str]) -> grader.Report:
-    return grade_lesson(tmp_path, LESSON, answers, timeout=300, exercises=CPU)
+def submit(tmp_path: Path, answers: dict[str, str], exercises: set[str] = EXERCISES) -> grader.Report:
+    return grade_lesson(tmp_path, LESSON, answers, timeout=300, exercises=exercises)
 
 
+def called(fn, case: tuple) -> object:
+    """`fn` (a learner's 7.1) on a check case, its inputs as the learner gets them: float64 CPU tensors."""
+    import torch
+
+    x, y, block, align_bits = L.case_arrays(case)
+    return fn(torch.from_numpy(x), torch.from_numpy(y), block, align_bits)
+
+
+TRUNCATED = "total = torch.ldexp(torch.trunc(torch.ldexp(mantissa, torch.tensor(24))), exponent - 24)"
 # Each wrong answer makes one classic mistake; the check's hint points at it.
 WRONG = {
-    # fp16 offered for every input type: no Tensor Core sums bf16 products in fp16
-    "7.1": edited(solution("7.1"), ('["float32"] if dtype == "bfloat16" else ["float16", "float32"]',
-                                    '["float16", "float32"]')),
+    # the block's sum rounded to nearest, as IEEE arithmetic would: the Tensor Core cuts it toward zero
+    "7.1": edited(solution("7.1"), (TRUNCATED, TRUNCATED.replace("torch.trunc", "torch.round"))),
     # the broadcast strides swapped: "n" keeps the row, "m" the column
     "7.2": edited(solution("7.2"),
                   ('(0, 1) if bias_mode == "n" else (1, 0)', '(1, 0) if bias_mode == "n" else (0, 1)')),
+    # each accumulator's scale read at its row, worked out from its coordinate: no broadcast layout
+    "7.3": FUSED_PTX_MISTAKES["row_scale by index arithmetic"][0](),
+    # step 5's staging: every thread reads back rows other warps wrote, behind a barrier of its own warp only
+    "7.4": VECTOR_PTX_MISTAKES["step 5's CTA-wide read-back behind a warp barrier"][0](),
 }
 #: What each wrong answer's check says (the hidden tests use the same hints).
-HINTS = {"7.1": "no Tensor Core accumulates bfloat16 products in float16", "7.2": "not the one of its"}
-CPU_HIDDEN = {"7.1": "choose_accumulator_for_other_k_dtypes_and_tolerances",
-              "7.2": "bias_fragment_for_other_tiled_mmas_and_wgmma"}
-CHECKS = {"7.1": "choose_accumulator", "7.2": "bias_fragment"}
-FUNCTIONS = {"7.1": "choose_accumulator", "7.2": "bias_fragment"}
+HINTS = {"7.1": "the block's sum rounded to nearest", "7.2": "not the one of its", "7.3": "loaded 32 times a thread",
+         "7.4": "that warp 1 wrote"}
+CPU_HIDDEN = {"7.1": "block_fma_dot_on_ragged_k_every_format_and_spread_magnitudes",
+              "7.2": "bias_fragment_for_other_tiled_mmas_and_wgmma",
+              "7.3": "fused_epilogue_ptx_for_both_dtypes_and_archs",
+              "7.4": "vector_store_ptx_for_both_dtypes_and_archs"}
+CHECKS = {"7.1": "block_fma_dot", "7.2": "bias_fragment", "7.3": "fused_epilogue_ptx", "7.4": "vector_store_ptx"}
+GPU_CHECKS = {"7.3": "fused_epilogue_gemm", "7.4": "vector_store_gemm"}
+GPU_HIDDEN = {"7.3": "fused_epilogue_on_random_ragged_shapes_betas_and_slopes",
+              "7.4": "vector_store_on_random_ragged_shapes"}
+FUNCTIONS = {"7.1": "block_fma_dot", "7.2": "bias_fragment"}
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +80,7 @@ def wrong_report(tmp_path_factory) -> grader.Report:
 
 
 def test_every_check_and_hidden_test_fails_on_a_wrong_answer(wrong_report):
-    assert wrong_report.exercises()["7.1"][0] == 0 and wrong_report.exercises()["7.2"][0] == 0, \
+    assert {e: wrong_report.exercises()[e][0] for e in EXERCISES} == dict.fromkeys(EXERCISES, 0.0), \
         reports.summary(wrong_report)
     assert_failed(wrong_report, list(CPU_HIDDEN.values()), list(CHECKS.values()))
 
@@ -71,26 +92,25 @@ def test_each_failure_says_what_is_wrong(wrong_report):
             assert hint in output[test], (test, output[test])
 
 
-def test_the_checks_hints_do_not_print_the_answer(capsys, tmp_path):
-    """Each check fails its wrong answer in one line that names the mistake, and the line holds none of the right
-    values it was compared with: 7.1's right accumulator, 7.2's right layout and bias element for the failing case."""
+def test_the_cpu_checks_hints_do_not_print_the_answer(capsys, tmp_path):
+    """Each CPU check fails its wrong answer in one line that names the mistake, and the line holds none of the right
+    values it was compared with: 7.1's right dot products, 7.2's right layout and bias element for the failing case."""
     import numpy as np
 
-    wrong = {e: answer_from_file(tmp_path, WRONG[e], FUNCTIONS[e]) for e in WRONG}
-    failing = next(case for case in checks.choose_accumulator.cases()
-                   if L.accumulator_hint(*case, wrong["7.1"](*case)) is not None)
+    wrong = {e: answer_from_file(tmp_path, WRONG[e], FUNCTIONS[e]) for e in FUNCTIONS}
+    failing = next(case for case in checks.block_fma_dot.cases() if L.block_fma_hint(case, called(wrong["7.1"], case)))
+    want = L.block_fma(*L.case_arrays(failing))
     case = next(c for c in checks.bias_fragment.cases() if L.bias_hint(c, wrong["7.2"](*c)) is not None)
     layout, _ = wrong["7.2"](*case)
     got = np.array([[layout((t, v)) for v in range(layout[1].size())] for t in range(layout[0].size())])
-    want = L.reference_bias(*case)
-    t, v = np.argwhere(got != want)[0]
+    bias = L.reference_bias(*case)
+    t, v = np.argwhere(got != bias)[0]
     right = answer_from_file(tmp_path, solution("7.2"), "bias_fragment")
     secrets = {
-        "7.1": ["float32"] if L.accepted(*failing) == {"float32"} else [repr(a) for a in L.accepted(*failing)],
-        "7.2": [str(right(*case)[0]), rf"\bnot {want[t, v]}\b", rf"element {want[t, v]}\b"],
+        "7.1": [f"{w:.6g}" for w in want if w not in (0.0, 1.0)][:8],
+        "7.2": [str(right(*case)[0]), rf"\bnot {bias[t, v]}\b", rf"element {bias[t, v]}\b"],
     }
-    assert L.accepted(*failing) == {"float32"}, "the wrong 7.1 should fail on bf16, whose answer is float32"
-    for exercise in WRONG:
+    for exercise in FUNCTIONS:
         assert getattr(checks, CHECKS[exercise])(wrong[exercise]) is False
         line = capsys.readouterr().out
         assert line.startswith(f"✗ {CHECKS[exercise]}: ") and line.count("\n") == 1 and HINTS[exercise] in line, line
@@ -100,20 +120,28 @@ def test_the_checks_hints_do_not_print_the_answer(capsys, tmp_path):
 
 
 def test_the_judges_catch_each_way_of_getting_it_wrong():
-    """7.1: an accumulator the hardware does not offer, one too coarse, one wider than needed, None where one
-    suffices, a value of the wrong kind; 7.2: the row's bias where the column's is asked for, the tile's layout
-    instead of the fragment's, a wrong load count, a bare layout. Both sides of the band pass where the sample cannot
-    tell."""
+    """7.1: each variant of the model (rounding to nearest, no alignment, the accumulator outside the block, one
+    product a step, a bit too many or too few, section 3's model, one rounding at the end) is named on some visible
+    case, a result of the wrong kind or shape is refused, and a near miss says how far and which way; 7.2: the row's
+    bias where the column's is asked for, the tile's layout instead of the fragment's, a wrong load count, a bare
+    layout."""
+    import numpy as np
+
     from cutecourse.layout import Layout, composition, parse_layout
 
-    assert "hardware offers" in L.accumulator_hint(1024, 0.05, "bfloat16", "float16")
-    assert "above the tolerance" in L.accumulator_hint(4096, 0.002, "float16", "float16")
-    assert "not the cheapest" in L.accumulator_hint(64, 0.01, "float16", "float32")
-    assert "one of those offered" in L.accumulator_hint(64, 0.01, "float16", None)
-    assert "expected 'float16', 'float32' or None" in L.accumulator_hint(64, 0.01, "float16", "fp16")
-    error = L.accumulation_error(1024, "float16", "float16")
-    assert L.accepted(1024, error * 1.1, "float16") == {"float16", "float32"}
-    assert L.accepted(256, 1e-4, "float8_e4m3fn") == {None}
+    cases = checks.block_fma_dot.cases()
+    for mistake in L.block_fma_variants(*L.case_arrays(cases[0])):
+        named = [c for c in cases if mistake in (L.block_fma_hint(c, L.block_fma_variants(*L.case_arrays(c))[mistake])
+                                                 or "")]
+        assert named, f"no visible case names {mistake!r}"
+    want = L.block_fma(*L.case_arrays(cases[2]))
+    assert L.block_fma_hint(cases[2], want) is None and L.block_fma_hint(cases[2], want.astype(np.float32)) is None
+    assert "got shape (3,)" in L.block_fma_hint(cases[2], want[:3])
+    assert "expected an array" in L.block_fma_hint(cases[2], "float32")
+    assert "not finite" in L.block_fma_hint(cases[2], np.where(want > 0, np.nan, want))
+    nudged = want.copy()
+    nudged[5] = np.nextafter(np.float32(want[5]), np.float32(2 * want[5]))
+    assert "row 5, is 1 units of fp32's last place larger" in L.block_fma_hint(cases[2], nudged)
 
     tv, tile_m, tile_n, mode = checks.bias_fragment.cases()[2]
     broadcast = Layout((tile_m, tile_n), (0, 1))
@@ -128,36 +156,50 @@ def test_the_judges_catch_each_way_of_getting_it_wrong():
 
 # --------------------------------------------------------------------------- a partly right submission
 
-#: 7.1 answered only for the check's visible cases: the check passes, the hidden test does not.
-HARD_CODED_7_1 = hard_coded("choose_accumulator", "k, tolerance, dtype",
-                            {case: next(iter(L.accepted(*case))) for case in checks.choose_accumulator.cases()},
-                            "float32")
+#: 7.1 without the last, shorter block: right whenever k is a multiple of the block (every visible case), wrong on the
+#: hidden test's ragged k.
+WHOLE_BLOCKS_7_1 = edited(solution("7.1"), ("range(0, products.shape[1], block)",
+                                            "range(0, products.shape[1] - block + 1, block)"))
 
 
-def test_the_hard_coded_answer_really_passes_only_the_visible_cases(tmp_path):
-    fn = answer_from_file(tmp_path, HARD_CODED_7_1, "choose_accumulator")
-    assert checks.choose_accumulator.run(fn).startswith(checks.PASS)
-    assert L.accumulator_hint(100, 0.01, "float8_e5m2", fn(100, 0.01, "float8_e5m2")) is not None
+def test_the_whole_blocks_answer_really_passes_only_the_visible_cases(tmp_path):
+    import numpy as np
+
+    fn = answer_from_file(tmp_path, WHOLE_BLOCKS_7_1, "block_fma_dot")
+    assert checks.block_fma_dot.run(fn).startswith(checks.PASS)
+    ragged = L.block_fma_case(np.random.default_rng(1), 4, 17, "H100 fp16", "float16")
+    assert "is the last, shorter block added?" in L.block_fma_hint(ragged, called(fn, ragged))
 
 
 @pytest.fixture(scope="module")
 def partial_report(tmp_path_factory) -> grader.Report:
-    """7.1 hard-coded (check only), 7.2 right."""
-    return submit(tmp_path_factory.mktemp("partial"), {"7.1": HARD_CODED_7_1, "7.2": solution("7.2")})
+    """7.1 for whole blocks only (check only), 7.2 and 7.3 right, 7.4 untouched (its stub)."""
+    return submit(tmp_path_factory.mktemp("partial"),
+                  {"7.1": WHOLE_BLOCKS_7_1, "7.2": solution("7.2"), "7.3": solution("7.3")})
 
 
 def test_partly_right_submission_scores_exactly_its_points(partial_report):
-    got = {e: partial_report.exercises()[e][0] for e in sorted(CPU)}
-    assert got == {"7.1": 1.0, "7.2": 3.0}, reports.summary(partial_report)
+    """On this machine 7.3's GPU check and GPU test are not run: they count in its maximum, not in its score."""
+    got = {e: partial_report.exercises()[e] for e in sorted(EXERCISES)}
+    assert got == {"7.1": (1.0, 3.0), "7.2": (3.0, 3.0), "7.3": (2.0, 6.0), "7.4": (0.0, 6.0)}, \
+        reports.summary(partial_report)
     state = statuses(partial_report)
     assert state[f"check {CHECKS['7.1']}"] == results.PASSED, reports.summary(partial_report)
     assert state[f"hidden test_{CPU_HIDDEN['7.1']}"] == results.FAILED, reports.summary(partial_report)
+    for exercise in ("7.3", "7.4"):
+        for name in (f"check {GPU_CHECKS[exercise]}", f"hidden test_{GPU_HIDDEN[exercise]}"):
+            assert state[name] == results.NOT_RUN, (name, reports.summary(partial_report))
 
 
 # --------------------------------------------------------------------------- what the exercise forbids
 
-# A right 7.2 that counts a thread's bias elements with the course's lane table, which the judge uses.
+# Right answers that call the judges' own references: 7.1's block FMA, 7.2's lane table.
 CALLS_PACKAGE = {
+    "7.1": """
+from cutecourse.grading.checks.l07_epilogue import block_fma
+def block_fma_dot(x, y, block, align_bits):
+    return block_fma(x.numpy(), y.numpy(), block, align_bits)
+""",
     "7.2": """
 from cutecourse import fragments
 from cutecourse.layout import Layout, composition, parse_layout
@@ -181,8 +223,27 @@ def test_a_submission_that_calls_the_package_scores_zero(tmp_path):
 
 # --------------------------------------------------------------------------- the lesson's and the package's code
 
-#: The package's epilogue builds its bias tensor with these strides: 7.2's PRINTED answer is that layout too.
+#: Section 3's emulation (its running_sums: one rounding to nearest per addition), as 7.1's answer.
+LESSON_MODEL_7_1 = """
+import numpy as np
+def block_fma_dot(x, y, block, align_bits):
+    s = np.zeros(x.shape[0])
+    for row in (x * y).numpy().T:
+        s = (s + row).astype(np.float32).astype(np.float64)  # the float64 sum is exact: one rounding per addition
+    return s
+"""
+#: The package's epilogue builds its bias tensor with these strides: 7.2's printed answer is that layout too.
 PACKAGE_BIAS = 'bias_stride = (0, 1) if fused.epilogue.bias == "n" else (1, 0)'
+
+
+def test_the_lessons_model_as_7_1_fails_and_is_named(tmp_path):
+    """The lesson prints section 3's model; submitted as the block FMA it fails the check, which names it."""
+    from .test_no_copies import notebook_texts
+
+    shown = [tokens(text) for text in notebook_texts(LESSON)]
+    assert any(occurs(tokens("s = (s + row).astype(acc).astype(np.float64)"), t) for t in shown)
+    line = checks.block_fma_dot.run(answer_from_file(tmp_path, LESSON_MODEL_7_1, "block_fma_dot"))
+    assert line.startswith(checks.FAIL) and "section 3's model" in line, line
 
 
 def test_the_packages_bias_strides_are_7_2s_printed_answer():
@@ -194,10 +255,28 @@ def test_the_packages_bias_strides_are_7_2s_printed_answer():
     assert occurs(tokens(PACKAGE_BIAS), tokens(inspect.getsource(epilogue))), "the package's bias strides moved"
 
 
-# --------------------------------------------------------------------------- on a GPU
+#: The lesson's worked example (section 8) and the package's step-5 epilogue, each submitted as 7.3 and as 7.4.
+PRINTED_KERNELS = {
+    "worked example as 7.3, step 5 as 7.4": ("the worked example's epilogue", "the package's step-5 epilogue"),
+    "step 5 as 7.3, worked example as 7.4": ("the package's step-5 epilogue", "the worked example's epilogue"),
+}
 
-GPU_HIDDEN = {"7.3": "fused_epilogue_on_random_ragged_shapes_betas_and_slopes",
-              "7.4": "vector_store_on_random_ragged_shapes"}
+
+@pytest.mark.parametrize("pairing", PRINTED_KERNELS)
+def test_the_worked_example_and_the_packages_epilogue_as_the_kernel_answers_score_nothing(tmp_path, pairing):
+    """Each fails the PTX check and the hidden PTX test, on any machine; on a GPU the GEMM tests then fail too (a GPU
+    test checks the PTX first)."""
+    fused_as, vector_as = PRINTED_KERNELS[pairing]
+    answers = {"7.3": FUSED_PTX_MISTAKES[fused_as][0](), "7.4": VECTOR_PTX_MISTAKES[vector_as][0]()}
+    report = submit(tmp_path, answers, exercises=set(answers))
+    assert report.exercises()["7.3"][0] == 0.0 and report.exercises()["7.4"][0] == 0.0, reports.summary(report)
+    state = statuses(report)
+    for exercise in answers:
+        for name in (f"check {CHECKS[exercise]}", f"hidden test_{CPU_HIDDEN[exercise]}"):
+            assert state[name] == results.FAILED, (name, reports.summary(report))
+
+
+# --------------------------------------------------------------------------- on a GPU
 
 
 @pytest.mark.gpu(80)
@@ -207,26 +286,15 @@ def test_on_a_gpu_the_kernels_earn_every_point_and_a_wrong_activation_loses_the_
     from .test_l07_fused_epilogue import FUSED_GPU_MISTAKES
 
     kernels = {"7.3", "7.4"}
-    report = grade_lesson(tmp_path, LESSON, {e: solution(e) for e in kernels}, timeout=300, exercises=kernels)
+    report = submit(tmp_path, {e: solution(e) for e in kernels}, exercises=kernels)
     assert {e: report.exercises()[e] for e in kernels} == {"7.3": (6.0, 6.0), "7.4": (6.0, 6.0)}, \
         reports.summary(report)
+    state = statuses(report)
+    for name in [f"hidden test_{t}" for t in GPU_HIDDEN.values()] + [f"check {c}" for c in GPU_CHECKS.values()]:
+        assert state[name] == results.PASSED, (name, reports.summary(report))
     (tmp_path / "relu").mkdir()
     variant, hint = FUSED_GPU_MISTAKES["a plain ReLU"]
-    wrong = grade_lesson(tmp_path / "relu", LESSON, {"7.3": variant()}, timeout=300, exercises={"7.3"})
+    wrong = submit(tmp_path / "relu", {"7.3": variant()}, exercises={"7.3"})
     assert wrong.exercises()["7.3"] == (2.0, 6.0), reports.summary(wrong)
     assert statuses(wrong)[f"hidden test_{GPU_HIDDEN['7.3']}"] == results.FAILED, reports.summary(wrong)
     assert hint in outputs(wrong)[f"hidden test_{GPU_HIDDEN['7.3']}"], reports.summary(wrong)
-
-
-def test_the_worked_example_and_the_packages_epilogue_as_the_kernel_answers_score_nothing(tmp_path):
-    """The lesson prints the worked example's scalar epilogue and the package ships step 5's staged one: submitted as
-    7.3 (step 5's) and 7.4 (the worked example's), they fail the PTX checks and the hidden PTX tests, on any machine."""
-    from .test_l07_fused_epilogue import FUSED_PTX_MISTAKES, VECTOR_PTX_MISTAKES
-
-    answers = {"7.3": FUSED_PTX_MISTAKES["the package's step-5 epilogue"][0](),
-               "7.4": VECTOR_PTX_MISTAKES["the worked example's epilogue"][0]()}
-    report = grade_lesson(tmp_path, LESSON, answers, timeout=300, exercises=set(answers))
-    assert report.exercises()["7.3"][0] == 0.0 and report.exercises()["7.4"][0] == 0.0, reports.summary(report)
-    state = statuses(report)
-    for hidden in ("fused_epilogue_ptx_for_both_dtypes_and_archs", "vector_store_ptx_for_both_dtypes_and_archs"):
-        assert state[f"hidden test_{hidden}"] == results.FAILED, reports.summary(report)

@@ -1,17 +1,20 @@
-"""Hidden tests of lesson 7. The CPU exercises: the cheapest accumulator for other K, every input type (bfloat16,
-whose products no Tensor Core sums in fp16; fp8, whose inputs' rounding no accumulator can undo) and tolerances
-below, between and above the accumulators' errors; the bias fragment of TiledMMAs over other warp grids (row- and
-column-major), with and without N permuted, both mma.sync shapes, and wgmma accumulators of every width, bias
-along N and along M. The two kernels: their PTX for both 16-bit dtypes and both archs, then on a GPU the fused
-epilogue (row scale, beta · C, leaky ReLU) and the warp-staged 16-byte store on random ragged shapes (M any, N and K
-multiples of 8 but not of the tile, M cutting a tile's bands), fp16 and bf16, beta = 0 with C all NaN, nonzero betas
-of both signs, slopes from 0 up, poisoned D, against float64. A GPU test checks the kernel's PTX first, so that the
-lesson's worked example or the package's step 5 earns nothing there.
+"""Hidden tests of lesson 7. The CPU exercises: the block-FMA model's dot products on k that is not a multiple of the
+block (down to k = 1), every input format (fp16, bf16, both fp8), every preset, rows of zeros and terms whose
+magnitudes lie up to 2^12 apart, compared bit for bit; the bias fragment of TiledMMAs over other warp grids (row- and
+column-major), with and without N permuted, both mma.sync shapes, and wgmma accumulators of every width, bias along N
+and along M. The two kernels: their PTX for both 16-bit dtypes and both archs, then on a GPU the fused epilogue (row
+scale, beta · C, leaky ReLU) and the warp-staged 16-byte store on random ragged shapes (M any, N and K multiples of 8
+but not of the tile, M cutting a tile's bands), fp16 and bf16, beta = 0 with C all NaN, nonzero betas of both signs,
+slopes from 0 up, poisoned D, against float64. A GPU test checks the kernel's PTX first, so that the lesson's worked
+example or the package's step 5 earns nothing there. Both kernels take A and B K-major, as the given mainloop reads
+them (16-byte cp.async vectors along K, ldmatrix without .trans), and C and D row-major: no other major is allowed,
+so none is tested.
 
-References: the judge's emulation of the Tensor Core's accumulation (cutecourse.grading.checks.l07_epilogue) and
+References: the judge's block-FMA model on integer significands (cutecourse.grading.checks.l07_epilogue) and
 each (thread, value)'s (m, n), read off the C TV layout with cutecourse.fragments; for the kernels,
-l07_fused_epilogue's PTX hints, fused_hint (float64 leaky_relu(row_scale · A Bᵀ + beta · C, slope) from the inputs as
-the learner's process held them) and vector_hint (float64 A Bᵀ).
+l07_fused_epilogue's PTX hints (7.3: row_scale read at one address per distinct row; 7.4: every staged address each
+warp reads back simulated against what that warp wrote), fused_hint (float64 leaky_relu(row_scale · A Bᵀ + beta · C,
+slope) from the inputs as the learner's process held them) and vector_hint (float64 A Bᵀ).
 """
 
 import random
@@ -26,17 +29,21 @@ from cutecourse.grading.checks import l07_fused_epilogue as L7
 
 
 @pytest.mark.exercise("7.1", points=2)
-def test_choose_accumulator_for_other_k_dtypes_and_tolerances(learner):
-    rng = random.Random(701)
-    # bf16 with a loose tolerance (fp32 all the same); fp8 with one tighter than its inputs' rounding; fp16 at a K
-    # where the fp16 accumulator is just too coarse; e5m2, where fp16 accumulation is plenty
-    cases = [(512, 0.05, "bfloat16"), (100, 0.01, "float8_e5m2"), (2048, 0.003, "float16"),
-             (8192, 0.2, "float8_e5m2"), (32, 0.005, "float16")]
-    cases += [L.random_accumulator_case(rng) for _ in range(10)]
+def test_block_fma_dot_on_ragged_k_every_format_and_spread_magnitudes(learner):
+    import numpy as np
+
+    rng = np.random.default_rng(701)
+    # k = 1 (one short block), k one past a block, a block of fp8 products with magnitudes 2^±12 apart, then random
+    cases = [L.block_fma_case(rng, 5, 1, "H100 fp16", "float16"),
+             L.block_fma_case(rng, 9, 17, "H100 fp16", "bfloat16"),
+             L.block_fma_case(rng, 16, 33, "H100 fp8", "float8_e5m2", 12),
+             L.block_fma_case(rng, 3, 4099, "A100 fp16", "float16", 4)]
+    cases += [L.random_block_fma_case(rng) for _ in range(12)]
     for case in cases:
-        got, _ = learner.call("choose_accumulator", *case)
-        hint = L.accumulator_hint(*case, got)
-        assert hint is None, f"choose_accumulator{case!r} gave {got!r}: {hint}"
+        got, _ = learner.call("block_fma_dot", *case)
+        hint = L.block_fma_hint(case, got)
+        x, _, block, align_bits = L.case_arrays(case)
+        assert hint is None, f"block_fma_dot(x, y, {block}, {align_bits}) with x, y of shape {x.shape}: {hint}"
 
 
 @pytest.mark.exercise("7.2", points=2)

@@ -3,16 +3,21 @@ mainloop: a 64 × 64 × 64 tile, m16n8k16 over 4 × 1 warps, cp.async into swizz
 
 - 7.3, a fused epilogue: ``D = leaky_relu(row_scale[m] · acc + beta · C, slope)`` in fp32, stored in D's 16-bit
   dtype; ``beta`` and ``slope`` are runtime Float32 scalars; row_scale (M,) fp32 is read through a stride-0 broadcast
-  layout partitioned like C; beta = 0 never reads C (C may be all NaN).
+  layout partitioned like C, each distinct scale once (its stride-0 modes filtered out); beta = 0 never reads C (C may
+  be all NaN).
 - 7.4, a vectorized store: ``D = A @ B.T`` rounded to D's 16-bit dtype, staged warp by warp through shared memory
   (a warp's band of 16 rows is written and read by that warp alone, ordered by a warp barrier) and written with
   16-byte ``st.global.v4`` stores, predicated on M and N.
 
 The PTX checks judge what the PTX can show: one kernel, its MMAs, its runtime f32 parameters, which global reads and
-stores it makes and how wide, whether they are behind predicates, and, for 7.4, its shared-memory round trip and its
-barriers after the K loop. What the PTX cannot show (whether C is read when beta = 0, the arithmetic, where each value
-lands) is judged on a GPU against float64 references computed here from the inputs as the learner's process held
-them; the hidden tests (tests/hidden/test_07_epilogue.py) use the same generators on shapes the notebook never shows.
+stores it makes and how wide, whether they are behind predicates; for 7.3, how many times a thread loads row_scale
+(once per row of its accumulators: index arithmetic loads it once per accumulator); for 7.4, its shared-memory round
+trip, its barriers after the K loop, and every byte each warp reads back from shared memory, simulated for each of
+the CTA's threads from the PTX's own integer arithmetic, against the bytes each warp wrote (with a warp's barrier
+only, a warp may read back nothing another warp staged). What the PTX cannot show (whether C is read when beta = 0,
+the arithmetic, where each value lands) is judged on a GPU against float64 references computed here from the inputs
+as the learner's process held them; the hidden tests (tests/hidden/test_07_epilogue.py) use the same generators on
+shapes the notebook never shows.
 """
 
 from __future__ import annotations
@@ -103,17 +108,16 @@ def _unguarded(code: str, kind: str, tensors: dict[int, frozenset[int]] | None =
     return count
 
 
-def _epilogue(code: str) -> list[str]:
-    """The PTX after the K loop: after the first backward branch that follows the last MMA (the K loop is a dynamic
-    loop around the MMAs; everything after its back edge is the epilogue)."""
-    lines = code.splitlines()
+def _epilogue_start(lines: list[str]) -> int:
+    """The index of the PTX's first line after the K loop: after the first backward branch that follows the last MMA
+    (the K loop is a dynamic loop around the MMAs; everything after its back edge is the epilogue)."""
     last_mma = max(i for i, line in enumerate(lines) if "mma.sync" in line)
     labels = {m.group(1): i for i, line in enumerate(lines) for m in [_LABEL.match(line)] if m}
     for i in range(last_mma + 1, len(lines)):
         target = _BRANCH.search(lines[i])
         if target and labels.get(target.group(1), len(lines)) <= last_mma:
-            return lines[i + 1:]
-    return lines[last_mma + 1:]
+            return i + 1
+    return last_mma + 1
 
 
 _PARAM_LOAD = re.compile(r"^\s*(?:@!?%\w+\s+)?ld\.param\S*\s+(\{[^}]*\}|%\w+)\s*,\s*\[\w+?_param_(\d+)")
@@ -205,7 +209,34 @@ def fused_ptx_hint(code: Any) -> str | None:
             return (f"{bare} global {what} are not behind a predicate: on a ragged edge tile they touch elements "
                     f"outside the matrices; test each element's coordinate (the identity tensor cD, partitioned like "
                     f"the accumulators) against D's shape first")
-    return None
+    return _scale_loads_hint(reads)
+
+
+def rows_per_thread() -> tuple[int, int]:
+    """(rows, accumulators): how many rows of the CTA tile one thread's accumulators lie in (the most of any thread),
+    and how many accumulators it has, read off the given TiledMMA's C layout with the eager algebra."""
+    from cutecourse import fragments as F
+
+    tiled = F.tiled_mma(F.mma_atom(16), (WARPS_M, 1, 1), (16 * WARPS_M, 16, 16))
+    at = F.coords(tiled.tv_layout_C_tiled, (TILE_M, 16))  # (thread, value) -> (m, n) in one N permutation tile
+    rows = max(len(set(at[t, :, 0].tolist())) for t in range(at.shape[0]))
+    return rows, at.shape[1] * TILE_N // 16
+
+
+def _scale_loads_hint(reads: list[Read]) -> str | None:
+    """row_scale seen as an (M, N) tensor with stride 0 along N, tiled and partitioned like C: its stride-0 modes say
+    which accumulators share a scale, so a thread loads each distinct one once, as many as its accumulators have
+    rows. An address worked out from each accumulator's coordinate (index arithmetic) loads the scale once per
+    accumulator. (An answer that works out each distinct row by hand, from the MMA's fragment, loads as few; it has
+    then written the layout's information in its own arithmetic, and the PTX cannot tell the two apart.)"""
+    loads = sum(1 for read in reads if SCALE_PARAM in read.params)
+    rows, accumulators = rows_per_thread()
+    if loads <= rows:
+        return None
+    return (f"row_scale is loaded {loads} times a thread, though a thread's {accumulators} accumulators lie in only "
+            f"{rows} rows of the tile: the scale is read once per accumulator, at an address worked out for each "
+            f"(index arithmetic, or a loop over every element of the view). What do the stride-0 modes of the "
+            f"partitioned view say about which accumulators share a scale (item 1)?")
 
 
 def fused_ptx_case(dtype: str, arch: str) -> tuple[Any, ...]:
@@ -331,6 +362,210 @@ def fused_hint(case: tuple[Any, ...], out: Any) -> str | None:
 # --------------------------------------------------------------------------- 7.4 the vectorized store
 
 
+THREADS = 32 * WARPS_M  # the given host's CTA
+_OPCODE = re.compile(r"^\s*(?:@(!?)(%\w+)\s+)?([a-z][\w.:]*)\s+(.*?)\s*;\s*(?://.*)?$")
+_TYPE = re.compile(r"^(?:[bsu](?:8|16|32|64)|pred)$")
+_SPECIAL = {"%tid.x": lambda t: t, "%laneid": lambda t: t % 32, "%warpid": lambda t: t // 32,
+            "%ntid.x": lambda t: t * 0 + THREADS}
+_SHARED_ACCESS = re.compile(r"^(?:st|ld)\.shared\b|^(?:stmatrix|ldmatrix)\.")
+
+
+def _split_operands(text: str) -> list[str]:
+    """The operands of an instruction, braces (vectors) and brackets (addresses) kept whole."""
+    out: list[str] = []
+    depth = 0
+    current = ""
+    for ch in text:
+        if ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(current.strip())
+            current = ""
+        else:
+            current += ch
+    return out + [current.strip()] if current.strip() else out
+
+
+def _wrap(value: Any, bits: int, signed: bool) -> Any:
+    """`value` (int64 array) as a `bits`-wide integer, signed or not."""
+    import numpy as np
+
+    if bits >= 64:
+        return value
+    value = np.bitwise_and(value, (1 << bits) - 1)
+    return np.where(value >= 1 << (bits - 1), value - (1 << bits), value) if signed else value
+
+
+def _thread_values(lines: list[str]) -> tuple[dict[str, Any], Any]:
+    """Every integer and predicate register's value in each of the CTA's threads (numpy arrays over the thread
+    index), for registers written once in the kernel, following mov, add, mul, mad, shifts, logic, selp, setp, cvt
+    and shfl from %tid.x and immediates; a shared-memory symbol stands for its window's start (0). Registers written
+    more than once (a loop's counters) and values loaded from memory or computed in floating point are unknown
+    (absent). Branches are not followed: every instruction counts as executed."""
+    import numpy as np
+
+    tid = np.arange(THREADS, dtype=np.int64)
+    written: dict[str, int] = {}
+    for line in lines:
+        m = _OPCODE.match(line)
+        first = _split_operands(m.group(4))[0] if m and m.group(4) else "["
+        if not first.startswith("[") and not m.group(3).startswith(("bar", "bra")):  # a register or a vector of them
+            for register in _REGISTER.findall(first):
+                written[register] = written.get(register, 0) + 1
+    values: dict[str, Any] = {}
+
+    def operand(token: str) -> Any:
+        token = token.strip()
+        if token in _SPECIAL:
+            return _SPECIAL[token](tid)
+        if token.startswith(("%ctaid", "%tid.", "%ntid.", "%nctaid")):
+            return tid * 0 + (1 if token.startswith("%n") else 0)
+        if token.startswith("%"):
+            return values.get(token)
+        if re.fullmatch(r"-?(0[xX][0-9a-fA-F]+|\d+)[uU]?", token):
+            return tid * 0 + int(token.rstrip("uU"), 0)
+        if re.fullmatch(r"[A-Za-z_$][\w$]*", token):
+            return tid * 0  # a symbol: the start of its window
+        return None
+
+    for line in lines:
+        m = _OPCODE.match(line)
+        if not m or not m.group(4):
+            continue
+        negate, guard, opcode, text = m.groups()
+        operands = _split_operands(text)
+        dest = operands[0]
+        if not re.fullmatch(r"%\w+", dest) or written.get(dest, 0) != 1:
+            continue
+        parts = opcode.split(".")
+        types = [p for p in parts if _TYPE.match(p)]
+        bits = int(types[-1][1:]) if types and types[-1] != "pred" else 64
+        signed = bool(types) and types[-1].startswith("s")
+        args = [operand(o) for o in operands[1:]]
+        value = _evaluate(parts, types, bits, signed, args, tid)
+        if value is not None and guard is not None:
+            condition = values.get(guard)
+            value = None if condition is None else value  # a guarded write: its value only where the guard holds
+            if value is not None:
+                value = np.where(~condition if negate else condition, value, 0)
+        if value is not None:
+            values[dest] = value
+    return values, tid
+
+
+def _evaluate(parts: list[str], types: list[str], bits: int, signed: bool, args: list[Any], tid: Any) -> Any:
+    """One integer or predicate instruction on per-thread arrays; None where the checks do not follow it."""
+    import numpy as np
+
+    op = parts[0]
+    if any(a is None for a in args) or any(p.startswith("f") and p[1:].isdigit() for p in parts[1:]):
+        return None
+    unsigned = [np.bitwise_and(a, (1 << bits) - 1) if bits < 64 else a for a in args]
+    if op in ("mov", "cvta") and len(args) == 1:
+        return args[0]
+    if op == "cvt" and len(types) == 2:
+        source_bits, source_signed = int(types[1][1:]), types[1].startswith("s")
+        return _wrap(_wrap(args[0], source_bits, source_signed), int(types[0][1:]), types[0].startswith("s"))
+    if op == "shfl" and "idx" in parts and len(args) >= 2:
+        lane = args[1] % 32
+        return args[0][(tid // 32) * 32 + lane]
+    if op == "selp":
+        return np.where(args[2].astype(bool), args[0], args[1])
+    if op == "setp":
+        a, b = (unsigned if types[-1].startswith(("u", "b")) else args)[:2]
+        compare = {"eq": a == b, "ne": a != b, "lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b,
+                   "lo": a < b, "ls": a <= b, "hi": a > b, "hs": a >= b}
+        return compare.get(parts[1])
+    if types and types[-1] == "pred":
+        logic = {"and": lambda a, b: a & b, "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b}
+        if op == "not":
+            return ~args[0].astype(bool)
+        return logic[op](args[0].astype(bool), args[1].astype(bool)) if op in logic else None
+    wide = "wide" in parts
+    result_bits = 2 * bits if wide else bits
+    arithmetic = {
+        "add": lambda a: a[0] + a[1], "sub": lambda a: a[0] - a[1], "mul": lambda a: a[0] * a[1],
+        "mad": lambda a: a[0] * a[1] + a[2], "and": lambda a: a[0] & a[1], "or": lambda a: a[0] | a[1],
+        "xor": lambda a: a[0] ^ a[1], "not": lambda a: ~a[0], "neg": lambda a: -a[0],
+        "min": lambda a: np.minimum(a[0], a[1]), "max": lambda a: np.maximum(a[0], a[1]),
+        "shl": lambda a: a[0] << np.minimum(a[1], 63),
+    }
+    if op == "shr":
+        source = args[0] if signed else unsigned[0]
+        return _wrap(source >> np.minimum(args[1], 63), bits, signed)
+    if op in ("div", "rem") and (args[1] != 0).all():
+        a, b = (args if signed else unsigned)[:2]
+        quotient = np.sign(a) * np.sign(b) * (np.abs(a) // np.abs(b))
+        return _wrap(quotient if op == "div" else a - b * quotient, bits, signed)
+    if op in arithmetic:
+        operands = args if signed or wide is False else unsigned
+        return _wrap(arithmetic[op](operands), result_bits, signed)
+    return None
+
+
+def _shared_bytes(line: str, values: dict[str, Any], tid: Any) -> tuple[str, Any] | None:
+    """("st" or "ld", per-thread sets of the shared-memory byte addresses the instruction touches), or ("?", None)
+    when an address cannot be followed; None for an instruction that is no shared-memory access."""
+    m = _OPCODE.match(line)
+    if not m or not _SHARED_ACCESS.match(m.group(3)):
+        return None
+    opcode, operands = m.group(3), _split_operands(m.group(4))
+    kind = "st" if opcode.startswith(("st", "stmatrix")) else "ld"
+    address = next(o for o in operands if o.startswith("["))
+    base, _, offset = address.strip("[]").partition("+")
+    start = values.get(base) if base.startswith("%") else tid * 0
+    if start is None:
+        return "?", None
+    start = start + (int(offset, 0) if offset else 0)
+    parts = opcode.split(".")
+    if parts[0] in ("stmatrix", "ldmatrix"):  # 16 bytes at each address of the lanes that give one (8 per matrix)
+        lanes = 8 * int(next(p for p in parts if re.fullmatch(r"x\d", p))[1:])
+        width, active = 16, tid % 32 < lanes
+    else:
+        vector = next((int(p[1:]) for p in parts if re.fullmatch(r"v\d", p)), 1)
+        width, active = vector * next(int(p[1:]) for p in reversed(parts) if _TYPE.match(p)) // 8, tid >= 0
+    return kind, [set(range(int(s), int(s) + width)) if on else set() for s, on in zip(start, active)]
+
+
+def staging_hint(code: str) -> str | None:
+    """Every shared-memory byte each warp reads back after the K loop, simulated for each of the CTA's threads from
+    the PTX's own address arithmetic, against the bytes each warp staged there: with only a warp's barrier between the
+    writes and the reads, a warp may read only what it wrote itself."""
+    lines = code.splitlines()
+    start = _epilogue_start(lines)
+    values, tid = _thread_values(lines)
+    staged = [set() for _ in range(WARPS_M)]
+    read = [set() for _ in range(WARPS_M)]
+    for line in lines[start:]:
+        access = _shared_bytes(line, values, tid)
+        if access is None:
+            continue
+        kind, per_thread = access
+        if per_thread is None:
+            return (f"the check could not follow the shared-memory address of `{line.strip()}` for every thread: it "
+                    f"follows straight-line code, so write the epilogue's loops with cutlass.range_constexpr (as the "
+                    f"worked example does)")
+        for t, addresses in enumerate(per_thread):
+            (staged if kind == "st" else read)[t // 32].update(addresses)
+    for warp in range(WARPS_M):
+        for other in range(WARPS_M):
+            foreign = read[warp] & staged[other] if other != warp else set()
+            if foreign:
+                return (f"warp {warp} reads back {len(foreign)} bytes of the staged tile that warp {other} wrote, "
+                        f"with only a warp's barrier between: bar.warp.sync orders the lanes of one warp, so warp "
+                        f"{other} may not have written them yet. Which rows of the tile does warp {warp} stage, and "
+                        f"which does it read back?")
+        missing = read[warp] - set().union(*staged)
+        if missing:
+            return (f"warp {warp} reads back {len(missing)} bytes of shared memory that no thread staged after the K "
+                    f"loop: is the tile read back with the layout it was written with?")
+    return None
+
+
+
+
 def vector_ptx_hint(code: Any) -> str | None:
     """What is missing from, or wrong in, the PTX of the staged, vectorized store; None if it has what 7.4 asks."""
     from cutecourse.kernels import ptx
@@ -353,16 +588,19 @@ def vector_ptx_hint(code: Any) -> str | None:
         return (f"{_unguarded(code, 'st')} of the st.global.v4 are not behind a predicate: on a ragged edge tile "
                 f"they write outside D; test each vector's coordinate against D's shape (N is a multiple of 8, so "
                 f"a vector is wholly inside or wholly outside)")
-    tail = _epilogue(code)
+    lines = code.splitlines()
+    tail = lines[_epilogue_start(lines):]
     cta = sum(1 for line in tail if re.match(r"^\s*(bar|barrier)\.(sync|cta\.sync)\b", line.strip()))
     if cta:
         return (f"the epilogue has {cta} CTA barrier(s) (bar.sync after the K loop); here each warp stages and reads "
                 f"back its own band of rows, so it waits for no other warp: the staged tile needs a barrier of the "
                 f"warp only")
-    if not any("bar.warp.sync" in line for line in tail):
+    first_read = next(i for i, line in enumerate(tail) if re.match(r"^\s*(@!?%\w+\s+)?ld\.shared", line))
+    writes = [i for i, line in enumerate(tail[:first_read]) if re.match(r"^\s*(@!?%\w+\s+)?st\.shared", line)]
+    if not any("bar.warp.sync" in line for line in tail[writes[-1] if writes else 0:first_read]):
         return ("nothing orders the staged writes before the reads: a lane reads back 16 bytes that other lanes of "
                 "its warp wrote, so the warp must synchronise between the two")
-    return None
+    return staging_hint(code)
 
 
 def vector_ptx_case(dtype: str, arch: str) -> tuple[Any, ...]:
