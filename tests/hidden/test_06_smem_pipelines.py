@@ -4,9 +4,10 @@ k-tiles than stages); the deepest pipeline for random tiles, widths, epilogues a
 two kernels: their PTX for both 16-bit dtypes (and both archs for the cp.async one), then on a GPU real GEMMs on
 random ragged shapes (M any, N and K multiples of 8 but not of the tile, K below one tile, K over 2·STAGES tiles),
 fp16 and bf16, poisoned C, against float64. A GPU test checks the kernel's PTX first, so that a kernel the exercise
-did not ask for (the package's own step) earns nothing. The TMA + wgmma GEMM (a producer warp, the mbarrier
-hand-off, a 160-thread CTA) also runs rings that wrap many times; a kernel that deadlocks is stopped at the call's
-timeout and scores 0 there. The RS-form consumer mainloop (6.6: A reloaded into one set of registers every k-tile,
+did not ask for (the package's own step) earns nothing. The TMA + wgmma GEMM (a producer warp and two consumer
+warpgroups sharing every slot, the mbarrier hand-off by hand, a 288-thread CTA) also runs rings that wrap many times
+(up to 128 k-tiles on one CTA), M inside the first warpgroup's rows and past it; a kernel that deadlocks is stopped at
+the call's timeout and scores 0 there. The RS-form consumer mainloop (6.6: A reloaded into one set of registers every k-tile,
 one batch in flight) also runs long K on one CTA and on many (128 and 520 k-tiles); the TMA-store epilogue (6.7) runs
 tiles whose slabs TMA clips (M inside the first slab, ragged N).
 
@@ -86,10 +87,11 @@ def test_multistage_gemm_on_random_ragged_shapes(learner):
 
 _rng65 = random.Random(6505)
 # (M, N, K): single elements of a tile; ragged M, N and K below one tile; K = 320 and 520, the first rings that wrap
-# (5 and 9 k-tiles: a refill waits on empty); a long K (33 k-tiles, the ring wraps 8 times, both parities many
-# times); several CTAs in both directions; then random ones.
-TMA_SHAPES = [(1, 8, 8), (65, 72, 40), (127, 8, 520), (128, 128, 256), (128, 128, 320), (200, 136, 2056),
-              (3, 264, 16), (513, 392, 264)]
+# (5 and 9 k-tiles: a refill waits on empty); M inside the first warpgroup's rows and just past them; long K (33 and
+# 128 k-tiles, the ring wraps 8 and 32 times, both parities many times); several CTAs in both directions; then random
+# ones.
+TMA_SHAPES = [(1, 8, 8), (65, 72, 40), (127, 8, 520), (256, 128, 256), (129, 128, 320), (200, 136, 2056),
+              (300, 128, 8192), (3, 264, 16), (513, 392, 264)]
 TMA_SHAPES += [(_rng65.randint(1, 400), 8 * _rng65.randint(1, 50), 8 * _rng65.randint(1, 160)) for _ in range(4)]
 #: Seconds a launch may take, its compile included (about 2 s on an H200), before it counts as a deadlock.
 TMA_TIMEOUT_S = 30
@@ -108,18 +110,8 @@ def test_tma_pipeline_ptx_for_both_dtypes(learner):
 @pytest.mark.gpu(90)
 def test_tma_pipeline_gemm_on_random_ragged_shapes(learner):
     for dtype, arch in TMA.PTX_CASES:
-        assert_ptx(learner, "tma_host", TMA, dtype, arch)  # a producer warp and the hand-off
-    for dtype in ("float16", "bfloat16"):
-        for shape, case in zip(TMA_SHAPES, TMA.cases(6550 + len(dtype), TMA_SHAPES, dtype)):
-            try:
-                _, (out,) = learner.call("tma_host", *case, via="launch", options={"vector": TMA.VECTOR},
-                                         timeout=TMA_TIMEOUT_S)
-            except sandbox.LearnerError as exc:
-                if "timed out" in str(exc):
-                    pytest.fail(f"tma_host {dtype} (M, N, K) = {shape}: {DEADLOCK_HINT} ({exc})")
-                raise
-            problem = TMA.gemm_result_hint(case, out)
-            assert problem is None, f"tma_host {dtype} (M, N, K) = {shape}: {problem}"
+        assert_ptx(learner, "tma_host", TMA, dtype, arch)  # a producer warp, two warpgroups and the hand-off
+    launch_gemms(learner, "tma_host", TMA, TMA_SHAPES, 6550)
 
 
 def launch_gemms(learner, host: str, checks, shapes, seed: int) -> None:
