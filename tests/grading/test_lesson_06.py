@@ -272,10 +272,10 @@ def test_on_a_gpu_the_solutions_kernels_earn_every_point(tmp_path):
 
 @pytest.mark.gpu(90)
 def test_on_a_gpu_a_deadlocked_pipeline_scores_its_ptx_points_and_the_grading_goes_on(tmp_path):
-    """6.5's empty barrier counts 128 arrivals where 4 come: the ring wraps and the producer waits forever. The check
-    and the hidden GPU test each stop it at their timeout, the report is written, and 6.4's kernel in the same
-    submission keeps every point. The next submission's kernel then runs on the GPU as usual: one that prefetches
-    a tile short gets its numbers judged wrong, not a dead context."""
+    """6.5's empty barrier counts 8 arrivals (one per warp) where 2 come (one per warpgroup): the ring wraps and the
+    producer waits forever. The check and the hidden GPU test each stop it at their timeout, the report is written,
+    and 6.4's kernel in the same submission keeps every point. The next submission's kernel then runs on the GPU as
+    usual: one that prefetches a tile short gets its numbers judged wrong, not a dead context."""
     start = time.monotonic()
     report = submit(tmp_path, {"6.4": solution("6.4"), "6.5": TMA_WRONG["count"]}, timeout=30,
                     exercises={"6.4", "6.5"})
