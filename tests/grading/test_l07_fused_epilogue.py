@@ -173,6 +173,7 @@ FUSED_GPU_MISTAKES = {
 # --------------------------------------------------------------------------- 7.4's variants
 
 WARP_SYNC = "    cute.arch.sync_warp()"
+STAGE = "    cute.autovec_copy(tCrD, thr_mma.partition_C(sD))"
 
 
 def vector(*changes: tuple[str, str]) -> str:
@@ -194,6 +195,9 @@ VECTOR_PTX_MISTAKES = {
     "step 5's CTA-wide read-back behind a warp barrier": (
         lambda: with_region(solution("7.4"), GEMM05_EPILOGUE.replace("sync_threads()", "sync_warp()")),
         "that warp 1 wrote"),
+    "the warp barrier before the staging": (
+        lambda: vector((WARP_SYNC, "    pass  #"), (STAGE, WARP_SYNC + "\n" + STAGE)),
+        "nothing orders the staged writes"),
     "each band read back from another warp's rows": (
         lambda: vector(("cute.local_tile(sD, band, (warp, 0))", "cute.local_tile(sD, band, (WARPS_M - 1 - warp, 0))")),
         "that warp 3 wrote"),
@@ -305,6 +309,26 @@ def test_other_right_answers_pass_the_ptx_check(tmp_path, change):
     if change == "the scales' rows from D's identity tensor":
         answer = answer.replace("cute.elem_less(scale_rows[j], rows.shape)", "cute.elem_less(scale_rows[j], mD.shape)")
     line = checks.REGISTRY["fused_epilogue_ptx"].run(host(tmp_path, answer, FUSED))
+    assert line.startswith(checks.PASS), line
+
+
+#: Right 7.4s written otherwise than the solution: the staging one 2-byte value at a time, and the lanes of the band's
+#: copy numbered down the rows first (lane l reads row l % 4): the simulation follows both and finds each warp reading
+#: back only what it wrote.
+OTHER_RIGHT_STORES = {
+    "staged one value at a time": (
+        STAGE + "\n",
+        "    tCsD = thr_mma.partition_C(sD)\n"
+        "    for i in cutlass.range_constexpr(cute.size(tCrD)):\n"
+        "        tCsD[i] = tCrD[i]\n"),
+    "lanes down the rows first": ("cute.make_layout((32 // lanes, lanes), stride=(lanes, 1))",
+                                  "cute.make_layout((32 // lanes, lanes), stride=(1, 32 // lanes))"),
+}
+
+
+@pytest.mark.parametrize("change", OTHER_RIGHT_STORES, ids=list(OTHER_RIGHT_STORES))
+def test_other_right_stores_pass_the_ptx_check(tmp_path, change):
+    line = checks.REGISTRY["vector_store_ptx"].run(host(tmp_path, vector(OTHER_RIGHT_STORES[change]), VECTOR))
     assert line.startswith(checks.PASS), line
 
 

@@ -12,8 +12,8 @@ so none is tested.
 
 References: the judge's block-FMA model on integer significands (cutecourse.grading.checks.l07_epilogue) and
 each (thread, value)'s (m, n), read off the C TV layout with cutecourse.fragments; for the kernels,
-l07_fused_epilogue's PTX hints (7.3: row_scale read at one address per distinct row; 7.4: every staged address each
-warp reads back simulated against what that warp wrote), fused_hint (float64 leaky_relu(row_scale · A Bᵀ + beta · C,
+l07_fused_epilogue's PTX hints (7.3: row_scale loaded once per distinct row; 7.4: every staged address each warp
+reads back simulated against what that warp wrote), fused_hint (float64 leaky_relu(row_scale · A Bᵀ + beta · C,
 slope) from the inputs as the learner's process held them) and vector_hint (float64 A Bᵀ).
 """
 
