@@ -1,11 +1,11 @@
 """Lesson 5 (MMA atoms, TiledMMA, Tensor Core mainloops): a partly right submission scores exactly its points; every
 check and hidden test fails a wrong answer, with a hint that points at the mistake without printing the answer; an
 answer that calls what its exercise forbids scores 0 there; the package's own step 3 (what the lesson prints of it)
-submitted as the kernel answers earns no kernel points; and on a GPU, a kernel with a classic mistake that compiles
-to the right instructions loses its GPU points and keeps its PTX points.
+submitted as the kernel answers earns no kernel points; 5.2's reference is what the DSL builds. (The kernels' classic
+mistakes, and the kernels on a GPU: test_l05_mainloop.py.)
 
-Three grades on any machine (the wrong answers; the partly right one, whose kernels are the package's; the forbidden
-calls), and two more of the kernels alone on a GPU (the solutions'; the classic mistakes)."""
+Three grades on any machine: the wrong answers; the partly right one, whose kernels are the package's; the forbidden
+calls."""
 
 from __future__ import annotations
 
@@ -50,11 +50,13 @@ def mma_coords(k, lane):
     c = [(group + 8 * (i >> 1), 2 * pair + (i & 1)) for i in range(4)]
     return a, b, c
 """,
-    # mma.sync's C strides kept as they are on its 16-row tile: on wgmma's 64 rows a column is 64, not 16
+    # mma.sync's A strides kept as they are on its 16-row tile: on the warpgroups' M rows a column is M, not 16
     "5.2": """
 from cutecourse.layout import Layout
-def wgmma_c_layout(n):
-    return Layout(((4, 8, 4), (2, 2, n // 8)), ((32, 1, 16), (16, 8, 128)))
+def wgmma_a_layout(element_bits, warpgroups):
+    per_register = 32 // element_bits
+    return Layout(((4, 8, 4 * warpgroups), (per_register, 2, 2)),
+                  ((16 * per_register, 1, 16), (16, 8, 64 * per_register)))
 """,
     # .trans ignored: the transposed loads give the untransposed registers
     "5.3": """
@@ -71,8 +73,8 @@ def ldmatrix_sim(rows, num_matrices, transpose):
     # the warp grid left column-major, as the lesson's own TiledMMA (make_layout's default)
     "5.4": edited(solution("5.4"), ("cute.make_layout((warps_m, warps_n, 1), stride=(warps_n, 1, 0))",
                                     "cute.make_layout((warps_m, warps_n, 1))")),
-    # step 3's ldmatrix.x4 on the m16n8k8 atom: a warp's A and B per k-block are two matrices, so each loads twice
-    "5.5": edited(solution("5.5"), ("LdMatrix8x8x16bOp(False, 2)", "LdMatrix8x8x16bOp(False, 4)")),
+    # every k-block's MMA reads A's first k-block: the loads of the others are there, their registers unread
+    "5.5": edited(solution("5.5"), ("acc, tCrA[None, None, kb],", "acc, tCrA[None, None, 0],")),
     # every CTA computes batch 0: blockIdx.z never read
     "5.6": edited(solution("5.6"), ("mA[None, None, bidz], mB[None, None, bidz], mC[None, None, bidz]",
                                     "mA[None, None, 0], mB[None, None, 0], mC[None, None, 0]")),
@@ -80,11 +82,12 @@ def ldmatrix_sim(rows, num_matrices, transpose):
 #: What each wrong answer's check says (the hidden tests use the same hints).
 HINTS = {"5.1": "check which values add 8 and in which order", "5.2": "misplaced",
          "5.3": "with .trans, which row and column does a lane receive", "5.4": "row-major",
-         "5.5": "ldmatrix.x2, not x1 or x4", "5.6": "never reads blockIdx.z"}
-CPU_HIDDEN = {"5.1": "mma_coords_for_every_lane_of_both_shapes", "5.2": "wgmma_c_layout_for_every_n",
+         "5.5": "multiplies A's k-block [0] by B's k-block", "5.6": "never reads blockIdx.z"}
+CPU_HIDDEN = {"5.1": "mma_coords_for_every_lane_of_both_shapes",
+              "5.2": "wgmma_a_layout_for_both_widths_and_every_warpgroup_count",
               "5.3": "ldmatrix_sim_on_random_rows", "5.4": "tiled_mma_for_random_warp_grids",
               "5.5": "k8_mainloop_ptx_for_both_dtypes_and_archs", "5.6": "batched_gemm_ptx_for_both_dtypes_and_archs"}
-CHECKS = {"5.1": "mma_coords", "5.2": "wgmma_c", "5.3": "ldmatrix_sim", "5.4": "tiled_mma_for", "5.5": "k8_ptx",
+CHECKS = {"5.1": "mma_coords", "5.2": "wgmma_a", "5.3": "ldmatrix_sim", "5.4": "tiled_mma_for", "5.5": "k8_ptx",
           "5.6": "bgemm_ptx"}
 GPU_HIDDEN = {"5.5": "k8_gemm_on_random_ragged_shapes", "5.6": "batched_gemm_on_random_ragged_batches"}
 GPU_CHECKS = {"5.5": "k8_gemm", "5.6": "bgemm"}
@@ -114,12 +117,12 @@ def test_the_cpu_checks_hints_do_not_print_the_answer(capsys, tmp_path):
     """Each check fails its wrong answer in one line that names the mistake, and the line holds none of the right
     values it was compared with."""
     answers = {e: answer_from_file(tmp_path, WRONG[e], fn) for e, fn in
-               (("5.1", "mma_coords"), ("5.2", "wgmma_c_layout"), ("5.3", "ldmatrix_sim"), ("5.4", "tiled_mma_for"))}
+               (("5.1", "mma_coords"), ("5.2", "wgmma_a_layout"), ("5.3", "ldmatrix_sim"), ("5.4", "tiled_mma_for"))}
     secrets = {
         "5.1": [str(p) for lane in (0, 5, 31) for p in L.reference_coords(16, lane)[0][2:4]],
-        "5.2": [str(F.wgmma_atom(n).layout_c) for n in (8, 16, 64, 256)],
+        "5.2": [str(L.reference_wgmma_a(*case)) for case in ((16, 1), (8, 1), (16, 2))],
         "5.3": [],  # filled below: the right value at the first wrong place
-        "5.4": [s for case in ((2, 2, 16), (1, 4, 8), (4, 1, 16), (2, 1, 8)) for s in L.reference_tiled(*case)],
+        "5.4": [s for case in L.TILED_CASES for s in L.reference_tiled(*case)],
     }
     import numpy as np
 
@@ -138,6 +141,48 @@ def test_the_cpu_checks_hints_do_not_print_the_answer(capsys, tmp_path):
         assert not leaked, (exercise, leaked, hint)
 
 
+# DSL code run in a fresh process: the DSL fixes its arch at its first use, and wgmma needs sm_90a.
+RS_TILED_MMA = """
+import cutlass
+import cutlass.cute as cute
+from cutlass.cute.nvgpu import OperandMajorMode, warpgroup
+
+@cute.jit
+def a_layout(bits: cutlass.Constexpr, warpgroups: cutlass.Constexpr, out: cutlass.Constexpr):
+    k_major = OperandMajorMode.K
+    if cutlass.const_expr(bits == 16):
+        op = warpgroup.MmaF16BF16Op(cutlass.Float16, cutlass.Float32, (64, 32, 16), warpgroup.OperandSource.RMEM,
+                                    k_major, k_major)
+    else:
+        op = warpgroup.MmaF8Op(cutlass.Float8E4M3FN, cutlass.Float8E4M3FN, cutlass.Float32, (64, 32, 32),
+                               warpgroup.OperandSource.RMEM, k_major, k_major)
+    out.append(str(cute.make_tiled_mma(op, cute.make_layout((warpgroups, 1, 1))).tv_layout_A_tiled))
+
+for bits in (16, 8):
+    for warpgroups in (1, 2, 3, 4):
+        out = []
+        a_layout(bits, warpgroups, out)
+        print(bits, warpgroups, out[0])
+"""
+
+
+def test_the_wgmma_a_reference_is_what_the_dsl_builds(tmp_path):
+    """5.2's reference (mma.sync's A fragments on 4 x warpgroups warps) prints as the DSL's RS wgmma TiledMMA does."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "rs_tiled_mma.py"  # the DSL reads a jit function's source from its file
+    script.write_text(RS_TILED_MMA)
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "CUTE_DSL_ARCH": "sm_90a"})
+    assert run.returncode == 0, run.stderr[-2000:]
+    printed = {tuple(int(x) for x in line.split()[:2]): line.split()[2] for line in run.stdout.splitlines()}
+    assert set(printed) == {(b, w) for b in L.WGMMA_A_BITS for w in L.WGMMA_A_GROUPS}
+    for (bits, warpgroups), layout in printed.items():
+        assert str(L.reference_wgmma_a(bits, warpgroups)) == layout
+
+
 # --------------------------------------------------------------------------- the package's step 3 as the kernel answers
 
 #: What the lesson prints of step 3 (its diff cell), in the package's gemm03_mma: its atom and its ldmatrix copies.
@@ -145,9 +190,10 @@ STEP3_LINES = ["cute.make_tiled_mma(cute.nvgpu.warp.MmaF16BF16Op(ab, cutlass.Flo
                "permutation_mnk=(16 * config.warps_m, 16 * config.warps_n, 16))",
                "cute.make_copy_atom(cute.nvgpu.warp.LdMatrix8x8x16bOp(not a_k, 4), ab), tiled_mma)",
                "cute.make_copy_atom(cute.nvgpu.warp.LdMatrix8x8x16bOp(not b_k, 4), ab), tiled_mma)"]
-# 5.5 with step 3's choices: the m16n8k16 atom, its permutation and ldmatrix.x4 (A and B are K-major: not a_k is
-# False). Its kernel code (partitions, mainloop) is step 3's already. On a GPU it computes the right GEMM.
-STEP3_AS_5_5 = edited(solution("5.5"), ("(16, 8, 8)),", "(16, 8, 16)),"), ("16 * WARPS_N, 8))", "16 * WARPS_N, 16))"),
+# 5.5 with step 3's choices: the m16n8k16 atom, its permutation and ldmatrix.x4, .trans for the M-major A (not a_k
+# is True) and not for the K-major B. Its kernel code (partitions, mainloop) is step 3's idiom already.
+STEP3_AS_5_5 = edited(solution("5.5"), ("(16, 8, 8))", "(16, 8, 16))"), ("16 * WARP_COLS, 8))", "16 * WARP_COLS, 16))"),
+                      ("LdMatrix8x8x16bOp(True, 2)", "LdMatrix8x8x16bOp(True, 4)"),
                       ("LdMatrix8x8x16bOp(False, 2)", "LdMatrix8x8x16bOp(False, 4)"))
 # 5.6 as step 3 has it: one matrix per GEMM (no L mode, no batch from blockIdx.z), ldmatrix.x4 for the K-major A
 # and .x4.trans for the N-major B (not b_k is True).
@@ -175,7 +221,7 @@ def test_the_step_3_answers_are_what_the_package_and_the_lesson_show():
 
 # 5.4 answered only for the check's visible cases: the check passes, the hidden test does not.
 HARD_CODED_5_4 = "def tiled_mma_for(warps_m, warps_n, k):\n    return {\n" + "".join(
-    f"        {case!r}: {L.reference_tiled(*case)!r},\n" for case in ((2, 2, 16), (1, 4, 8), (4, 1, 16), (2, 1, 8))
+    f"        {case!r}: {L.reference_tiled(*case)!r},\n" for case in L.TILED_CASES
 ) + "    }.get((warps_m, warps_n, k), ('', '', ''))\n"
 
 
@@ -219,10 +265,16 @@ def mma_coords(k, lane):
     return ([tuple(p) for p in frag["A"][lane].tolist()], [(kk, n) for n, kk in frag["B"][lane].tolist()],
             [tuple(p) for p in frag["C"][lane].tolist()])
 """,
+    # the reference's own construction: mma.sync's A fragments (m16n8k32's for 8-bit) on 4 x warpgroups warps
     "5.2": """
-from cutecourse.fragments import wgmma_atom
-def wgmma_c_layout(n):
-    return wgmma_atom(n).layout_c
+from cutecourse.fragments import atoms
+from cutecourse.layout import Layout
+K32 = atoms.MmaAtom("k32", "mma.sync.aligned.m16n8k32", (16, 8, 32), 32,
+                    Layout(((4, 8), (4, 2, 2)), ((64, 1), (16, 8, 256))), Layout(((4, 8), (4, 2)), ((32, 1), (8, 128))),
+                    Layout(((4, 8), (2, 2)), ((32, 1), (16, 8))))
+def wgmma_a_layout(element_bits, warpgroups):
+    atom = atoms.mma_atom(16) if element_bits == 16 else K32
+    return atoms.tiled_mma(atom, (4 * warpgroups, 1, 1)).tv_layout_A_tiled
 """,
     "5.3": """
 import numpy as np
@@ -294,42 +346,3 @@ def test_a_submission_that_runs_the_forbidden_source_read_through_a_folder_descr
     assert {e: report.exercises()[e][0] for e in STEALS} == {e: 0.0 for e in STEALS}, reports.summary(report)
     # because the audit hook refused each read (or 5.4's symlink), not for another failure: every test says so
     assert all("grading sandbox: " in t.output for t in report.tests), reports.summary(report)
-
-
-# --------------------------------------------------------------------------- on a GPU: right PTX, wrong numbers
-
-# 5.5 whose k-block loop stops one short: 3 of every 4 k-blocks of 8, still m16n8k8 fed by ldmatrix.x2.
-K8_LAST_K_BLOCK_LOST = edited(solution("5.5"), ("for kb in cutlass.range_constexpr(k_blocks):",
-                                                "for kb in cutlass.range_constexpr(k_blocks - 1):"))
-# 5.6 that reads each CTA's batch of A and B but writes every batch's C into batch 0.
-BATCHED_C_OF_BATCH_0 = edited(solution("5.6"), ("mC[None, None, bidz]\n", "mC[None, None, 0]\n"))
-
-
-@pytest.mark.gpu(80)
-def test_on_a_gpu_the_solutions_kernels_earn_every_point(tmp_path):
-    report = grade_lesson(tmp_path, LESSON, {"5.5": solution("5.5"), "5.6": solution("5.6")}, timeout=300,
-                          exercises={"5.5", "5.6"})
-    assert report.exercises()["5.5"] == (6.0, 6.0) and report.exercises()["5.6"] == (6.0, 6.0), reports.summary(report)
-    state = statuses(report)
-    for name in [f"hidden test_{t}" for t in GPU_HIDDEN.values()] + [f"check {c}" for c in GPU_CHECKS.values()]:
-        assert state[name] == results.PASSED, (name, reports.summary(report))
-
-
-@pytest.mark.gpu(80)
-def test_on_a_gpu_a_kernel_with_a_classic_mistake_keeps_only_its_ptx_points(tmp_path):
-    report = grade_lesson(tmp_path, LESSON, {"5.5": K8_LAST_K_BLOCK_LOST, "5.6": BATCHED_C_OF_BATCH_0}, timeout=300,
-                          exercises={"5.5", "5.6"})
-    assert_failed(report, list(GPU_HIDDEN.values()), list(GPU_CHECKS.values()))
-    assert report.exercises()["5.5"] == (2.0, 6.0) and report.exercises()["5.6"] == (2.0, 6.0), reports.summary(report)
-    output = {t.name.split(" (")[0]: t.output for t in report.tests}
-    assert "products are missing" in output[f"hidden test_{GPU_HIDDEN['5.5']}"]
-    assert "never written" in output[f"hidden test_{GPU_HIDDEN['5.6']}"]
-
-
-def test_the_kernel_variants_compile_to_what_the_ptx_checks_pass_or_fail(tmp_path):
-    """On any machine: the GPU test's kernels pass the PTX checks (so only their numbers can fail them), and the
-    package's step 3 fails them."""
-    for source, host, check, passes in ((K8_LAST_K_BLOCK_LOST, "tc_host", checks.k8_ptx, True),
-                                        (BATCHED_C_OF_BATCH_0, "batched_host", checks.bgemm_ptx, True),
-                                        (STEP3_AS_5_5, "tc_host", checks.k8_ptx, False)):
-        assert check(answer_from_file(tmp_path, source, host)) is passes, host  # the DSL reads the file

@@ -1,7 +1,7 @@
-"""Checks of lesson 5 (MMA atoms, TiledMMA, three-level tiling): a lane's mma.sync coordinates, wgmma's accumulator
-written as a layout, an ldmatrix simulator, a TiledMMA for a warp grid, and two Tensor Core GEMM kernels (an
-m16n8k8 mainloop fed by ldmatrix.x2; a batched GEMM with an N-major B fed by ldmatrix.trans): their PTX on any
-machine, real GEMMs on a GPU.
+"""Checks of lesson 5 (MMA atoms, TiledMMA, three-level tiling): a lane's mma.sync coordinates, wgmma's A operand
+from registers written as a layout, an ldmatrix simulator, a TiledMMA for a warp grid, and what the Tensor Core GEMM
+kernels of lessons 5-7 share: their PTX cases, their GEMM cases and the float64 judge (the kernels of 5.5 and 5.6
+are judged in :mod:`l05_mainloop`).
 
 Every reference comes from :mod:`cutecourse.fragments` (the fragments derived from CuTe's TV layouts) or, for the
 GEMMs, from float64 products of the inputs as the learner's process holds them; the hidden tests
@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from cutecourse import fragments as F
+from cutecourse.fragments.atoms import MmaAtom
 from cutecourse.grading import wire
 from cutecourse.grading.checks import Check, input_of, relative_error
 from cutecourse.layout import Layout, parse_layout
@@ -64,7 +65,7 @@ def _judge_coords(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str 
 mma_coords = Check("mma_coords", "mma_coords",
                    lambda: [(16, 0), (16, 5), (16, 31), (8, 7), (8, 30), (16, 18)], _judge_coords)
 
-# --------------------------------------------------------------------------- 5.2 wgmma's accumulator as a layout
+# --------------------------------------------------------------------------- 5.2 wgmma's A from registers
 
 
 def tv_layout(value: Any, threads: int, values: int, what: str, to: str = "index"
@@ -92,7 +93,7 @@ def layout_hint(value: Any, want: Layout, shape: tuple[int, int], what: str) -> 
     try:
         at = F.coords(got, shape)
     except ValueError:
-        return f"{value} reaches indices outside the {shape[0]}x{shape[1]} tile (column-major: m + 64 n)"
+        return (f"{value} reaches indices outside the {shape[0]}x{shape[1]} tile (column-major: m + {shape[0]} k)")
     ref = F.coords(want, shape)
     wrong = (at != ref).any(axis=-1)
     if wrong.any():
@@ -102,15 +103,35 @@ def layout_hint(value: Any, want: Layout, shape: tuple[int, int], what: str) -> 
     return None
 
 
-def wgmma_hint(n: int, value: Any) -> str | None:
-    return layout_hint(value, F.wgmma_atom(n).layout_c, (64, n), f"wgmma m64n{n}k16's accumulator")
+#: mma.sync.m16n8k32's atom for 8-bit inputs (s8/u8, and e4m3/e5m2 on sm_89+), as CuTe's SM80_16x8x32_S32S8S8S32_TN
+#: writes it: one 32-bit register holds four K-adjacent values (PTX ISA, "Matrix Fragments for mma.m16n8k32").
+MMA_K32_8BIT = MmaAtom("SM80_16x8x32_S32S8S8S32_TN", "mma.sync.aligned.m16n8k32.row.col", (16, 8, 32), 32,
+                       Layout(((4, 8), (4, 2, 2)), ((64, 1), (16, 8, 256))),
+                       Layout(((4, 8), (4, 2)), ((32, 1), (8, 128))), Layout(((4, 8), (2, 2)), ((32, 1), (16, 8))))
+WGMMA_A_BITS = (16, 8)  # fp16/bf16 (k16) and 8-bit (k32) inputs
+WGMMA_A_GROUPS = (1, 2, 3, 4)  # consumer warpgroups stacked along M
 
 
-def _judge_wgmma(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
-    return wgmma_hint(*case, value)
+def reference_wgmma_a(element_bits: int, warpgroups: int) -> Layout:
+    """The A operand of RS wgmma (``wgmma.mma_async.m64nNk{256 / bits}``, A from registers) for `warpgroups`
+    warpgroups stacked along M: (thread, value) -> m + 64 * warpgroups * k. It is the mma.sync A fragment of the
+    same K, one warp per 16 rows: a TiledMMA of 4 * warpgroups warps along M (the DSL's RS TiledMMA prints the same,
+    tests/grading/test_lesson_05.py)."""
+    atom = F.mma_atom(16) if element_bits == 16 else MMA_K32_8BIT
+    return F.tiled_mma(atom, (4 * warpgroups, 1, 1)).tv_layout_A_tiled
 
 
-wgmma_c = Check("wgmma_c", "wgmma_c_layout", lambda: [(8,), (16,), (64,), (256,)], _judge_wgmma)
+def wgmma_a_hint(element_bits: int, warpgroups: int, value: Any) -> str | None:
+    k = 256 // element_bits
+    return layout_hint(value, reference_wgmma_a(element_bits, warpgroups), (64 * warpgroups, k),
+                       f"wgmma's register A ({warpgroups} warpgroup(s), {element_bits}-bit elements)")
+
+
+def _judge_wgmma_a(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
+    return wgmma_a_hint(*case, value)
+
+
+wgmma_a = Check("wgmma_a", "wgmma_a_layout", lambda: [(16, 1), (8, 1), (16, 2)], _judge_wgmma_a)
 
 # --------------------------------------------------------------------------- 5.3 an ldmatrix simulator
 
@@ -177,17 +198,19 @@ def tiled_hint(case: tuple[Any, ...], value: Any) -> str | None:
 
 
 def random_tiled_case(rng: random.Random) -> tuple[int, int, int]:
-    return rng.choice([1, 2, 4]), rng.choice([1, 2, 4]), rng.choice(F.MMA_KS)
+    """A grid of at least two warps along both M and N: only there do row- and column-major grids differ."""
+    return rng.choice([2, 4, 8]), rng.choice([2, 4, 8]), rng.choice(F.MMA_KS)
 
 
 def _judge_tiled(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
     return tiled_hint(case, value)
 
 
-tiled_mma_for = Check("tiled_mma_for", "tiled_mma_for", lambda: [(2, 2, 16), (1, 4, 8), (4, 1, 16), (2, 1, 8)],
-                      _judge_tiled)
+#: Row- and column-major warp grids differ only where both sides have two warps or more: three cases of four.
+TILED_CASES = [(2, 2, 16), (2, 4, 8), (4, 2, 16), (1, 4, 8)]
+tiled_mma_for = Check("tiled_mma_for", "tiled_mma_for", lambda: TILED_CASES, _judge_tiled)
 
-# --------------------------------------------------------------------------- 5.5 and 5.6 Tensor Core GEMMs
+# --------------------------------------------------------------------------- Tensor Core GEMMs (5.5, 5.6; lessons 6-7)
 
 VECTOR = 8  # 16-bit elements per 16-byte load: every contiguous extent is a multiple of it
 #: (dtype, arch) of the kernels' PTX checks: both 16-bit types, both archs.
@@ -213,85 +236,55 @@ def common_ptx_hint(code: str) -> str | None:
     return None
 
 
-def k8_ptx_hint(code: Any) -> str | None:
-    """5.5: m16n8k8 MMAs only, fed by ldmatrix.x2 only (A's 16 x 8 and B's 16 x 8 per warp are two matrices)."""
-    from cutecourse.kernels import ptx
-
-    code = ptx_text(code)
-    if code is None:
-        return "expected the PTX text (a str with an .entry)"
-    k8, other = ptx.count(code, "mma.sync.aligned.m16n8k8"), ptx.count(code, "mma.sync") - ptx.count(
-        code, "mma.sync.aligned.m16n8k8")
-    if not k8 or other:
-        return (f"the PTX has {k8} mma.sync.m16n8k8 and {other} other mma.sync; the exercise asks for the "
-                f"m16n8k8 atom only (MmaF16BF16Op(..., (16, 8, 8)))")
-    x2, ldsm = ptx.count(code, "ldmatrix.sync.aligned.m8n8.x2."), ptx.count(code, "ldmatrix")
-    if not x2 or ldsm != x2:
-        return (f"the PTX has {x2} ldmatrix.x2 among {ldsm} ldmatrix; per k-block of 8 a warp's A (16 x 8) and B "
-                f"(16 x 8, N permuted to 16) are two 8 x 8 matrices each: ldmatrix.x2, not x1 or x4")
-    if ptx.count(code, "ldmatrix.sync.aligned.m8n8.x2.trans"):
-        return "ldmatrix.x2.trans in the PTX: both operands are K-major here, so no .trans"
-    return common_ptx_hint(code)
+def _a_shape(m: int, k: int, a_transposed: bool) -> tuple[int, int]:
+    return (k, m) if a_transposed else (m, k)
 
 
-def batched_ptx_hint(code: Any) -> str | None:
-    """5.6: m16n8k16 MMAs fed by ldmatrix.x4 (A) and ldmatrix.x4.trans (B, N-major); the batch from blockIdx.z."""
-    from cutecourse.kernels import ptx
-
-    code = ptx_text(code)
-    if code is None:
-        return "expected the PTX text (a str with an .entry)"
-    if not ptx.count(code, "mma.sync.aligned.m16n8k16"):
-        return "no mma.sync.m16n8k16 in the PTX: cute.gemm(tiled_mma, ...) must run in the mainloop"
-    plain, trans = ptx.count(code, "ldmatrix.sync.aligned.m8n8.x4.shared"), ptx.count(
-        code, "ldmatrix.sync.aligned.m8n8.x4.trans")
-    if not plain or not trans:
-        return (f"the PTX has {plain} ldmatrix.x4 and {trans} ldmatrix.x4.trans; A is K-major (no .trans), B is "
-                f"N-major: its 16-byte rows run along N, so the copy must transpose them (.trans)")
-    if "%ctaid.z" not in code:
-        return ("the kernel never reads blockIdx.z: each CTA must slice its batch (the L mode) with "
-                "cute.arch.block_idx()'s third coordinate")
-    return common_ptx_hint(code)
-
-
-def gemm_ptx_case(dtype: str, arch: str, batched: bool, batch: int | None = 2) -> tuple[Any, ...]:
-    """A PTX case: the arch, then CPU stand-ins of A, B (in `dtype`) and C (fp32): A (M, K), B (N, K), or with
-    `batched` B (K, N) and, unless `batch` is None, a leading L mode of `batch` GEMMs."""
+def gemm_ptx_case(dtype: str, arch: str, batched: bool, batch: int | None = 2, a_transposed: bool = False
+                  ) -> tuple[Any, ...]:
+    """A PTX case: the arch, then CPU stand-ins of A, B (in `dtype`) and C (fp32): A (M, K), or (K, M) with
+    `a_transposed`; B (N, K), or with `batched` B (K, N) and, unless `batch` is None, a leading L mode of `batch`
+    GEMMs."""
     import numpy as np
 
     lead = (batch,) if batched and batch is not None else ()
-    shapes = ((64, 96), (96, 64) if batched else (64, 96), (64, 64))
+    shapes = (_a_shape(64, 96, a_transposed), (96, 64) if batched else (64, 96), (64, 64))
     return (arch, *(wire.tensor(np.zeros(lead + s, np.float32), d, "cpu") for s, d in zip(shapes, (dtype, dtype,
                                                                                                    "float32"))))
 
 
-def gemm_cases(seed: int, shapes: list[tuple[int | None, int, int, int]], dtype: str,
-               batched: bool) -> list[tuple[Any, ...]]:
-    """(A, B, poisoned C) per (L, M, N, K): A (M, K), B (N, K), C (M, N) for 5.5; A (L, M, K), B (L, K, N),
-    C (L, M, N) for 5.6 (`batched`; L None: one GEMM with B (K, N), no L mode). Random normal inputs, rounded to
-    `dtype` in the learner's process."""
+def gemm_cases(seed: int, shapes: list[tuple[int | None, int, int, int]], dtype: str, batched: bool,
+               a_transposed: bool = False) -> list[tuple[Any, ...]]:
+    """(A, B, poisoned C) per (L, M, N, K): A (M, K) (or (K, M), `a_transposed`: A stored transposed, M-major),
+    B (N, K), C (M, N); with `batched`, B (K, N) and a leading L mode on all three (L None: one GEMM, no L mode).
+    Random normal inputs, rounded to `dtype` in the learner's process."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
     cases = []
     for batch, m, n, k in shapes:
         lead = (batch,) if batched and batch is not None else ()
-        a, b = rng.standard_normal(lead + (m, k)), rng.standard_normal(lead + ((k, n) if batched else (n, k)))
+        a = rng.standard_normal(lead + _a_shape(m, k, a_transposed))
+        b = rng.standard_normal(lead + ((k, n) if batched else (n, k)))
         cases.append((wire.tensor(a.astype(np.float32), dtype), wire.tensor(b.astype(np.float32), dtype),
                       wire.poisoned(lead + (m, n), "float32")))
     return cases
 
 
-def gemm_hint(case: tuple[Any, ...], out: Any, batched: bool, suspects: str = "") -> str | None:
-    """`out` against the float64 product of the inputs as the learner's process held them (B (N, K), or (K, N) when
-    `batched`), within the course's bounds for an fp32 C (cutecourse.kernels.gemm.tolerances.BOUNDS); where the
-    values are wrong, `suspects` follows the hint (what else such a kernel gets wrong)."""
+def gemm_hint(case: tuple[Any, ...], out: Any, batched: bool, suspects: str = "", a_transposed: bool = False
+              ) -> str | None:
+    """`out` against the float64 product of the inputs as the learner's process held them (A (M, K) or, with
+    `a_transposed`, (K, M); B (N, K), or (K, N) when `batched`), within the course's bounds for an fp32 C
+    (cutecourse.kernels.gemm.tolerances.BOUNDS); where the values are wrong, `suspects` follows the hint (what else
+    such a kernel gets wrong)."""
     import numpy as np
 
     from cutecourse.kernels.gemm.tolerances import BOUNDS
 
     a, b = input_of(case), input_of(case[1:])
-    ref = a @ b if batched else a @ b.T
+    if a_transposed:
+        a = np.swapaxes(a, -1, -2)
+    ref = a @ b if batched else a @ np.swapaxes(b, -1, -2)
     got = np.asarray(out, dtype=np.float64)
     if got.shape != ref.shape:
         return f"C has shape {got.shape}, expected {ref.shape}"
@@ -311,31 +304,10 @@ def gemm_hint(case: tuple[Any, ...], out: Any, batched: bool, suspects: str = ""
     return None
 
 
-def _judge_k8_ptx(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
-    return k8_ptx_hint(value)
-
-
-def _judge_batched_ptx(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
-    return batched_ptx_hint(value)
-
-
-def judge_gemm(batched: bool, suspects: str = "") -> Any:
+def judge_gemm(batched: bool, suspects: str = "", a_transposed: bool = False) -> Any:
     """A GEMM check's judge: `gemm_hint` on the one poisoned output, naming `suspects` where it fails."""
     def judge(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
         (out,) = outputs
-        return gemm_hint(case, out, batched, suspects)
+        return gemm_hint(case, out, batched, suspects, a_transposed)
 
     return judge
-
-
-K8_SHAPES = [(1, 64, 64, 32), (1, 100, 72, 40), (1, 7, 8, 8), (1, 130, 136, 264)]
-BATCHED_SHAPES = [(2, 64, 64, 32), (3, 50, 40, 48), (1, 129, 72, 24)]
-
-k8_ptx = Check("k8_ptx", "tc_host", lambda: [gemm_ptx_case(d, a, False) for d, a in GEMM_PTX_CASES], _judge_k8_ptx,
-               via="ptx", options=(("vector", VECTOR),))
-k8_gemm = Check("k8_gemm", "tc_host", lambda: gemm_cases(505, K8_SHAPES, "bfloat16", False), judge_gemm(False),
-                gpu=80, via="launch", options=(("vector", VECTOR),))
-bgemm_ptx = Check("bgemm_ptx", "batched_host", lambda: [gemm_ptx_case(d, a, True) for d, a in GEMM_PTX_CASES],
-                  _judge_batched_ptx, via="ptx", options=(("vector", VECTOR),))
-bgemm = Check("bgemm", "batched_host", lambda: gemm_cases(506, BATCHED_SHAPES, "float16", True), judge_gemm(True),
-              gpu=80, via="launch", options=(("vector", VECTOR),))
