@@ -1,6 +1,6 @@
-"""Lesson 4 (tiled copy, vectorization, predication): a partly right submission scores exactly its points, and every
-check and hidden test fails on a wrong answer. (The kernel exercise 4.2 has its own tests, in
-test_kernel_exercises.py.)"""
+"""Lesson 4 (tiled copy, vectorization, predication, sectors): a partly right submission scores exactly its points,
+every check and hidden test fails on a wrong answer with a hint, and an answer calling what its exercise forbids
+scores 0 there. (The kernel exercise 4.2 has its own tests, in test_kernel_exercises.py.)"""
 
 from __future__ import annotations
 
@@ -40,6 +40,17 @@ def tv_owner(dtype_bits, thr_shape, thr_order, values_m, m, n):
 def split(tile_m, tile_n, dtype_bits, threads):
     return (threads // 32, 32), (1, 1)
 """,
+    # the thread grid read row-major whatever thr_order says
+    "4.4": """
+def warp_sectors(dtype_bits, thr_shape, thr_order, values_m, pitch, warp):
+    sectors, lines = set(), set()
+    for thread in range(32 * warp, 32 * warp + 32):
+        row, col = divmod(thread, thr_shape[1])
+        first = row * values_m * pitch * dtype_bits // 8 + col * 16
+        sectors |= {first // 32, (first + 15) // 32}
+        lines |= {first // 128, (first + 15) // 128}
+    return len(sectors), len(lines)
+""",
 }
 # 4.3 answered only for the check's visible cases: the check passes, the hidden test does not.
 HARD_CODED_4_3 = """
@@ -60,6 +71,7 @@ def test_the_hard_coded_answer_really_passes_only_the_visible_cases(tmp_path):
 
 @pytest.mark.parametrize("exercise, check, hint", [
     ("4.1", "tv_owner", "128 // 16 = 8"), ("4.3", "split", "128-bit vector"),
+    ("4.4", "warp_sectors", "that is the warp of a thread layout ordered (1, 0)"),
 ])
 def test_every_cpu_check_fails_a_wrong_answer_with_a_hint(capsys, tmp_path, exercise, check, hint):
     assert getattr(checks, check)(answer_from_file(tmp_path, WRONG[exercise], check)) is False
@@ -68,17 +80,18 @@ def test_every_cpu_check_fails_a_wrong_answer_with_a_hint(capsys, tmp_path, exer
 
 
 def test_partly_right_submission_scores_exactly_its_points(tmp_path):
-    # 4.1 right (check + hidden), 4.3 hard-coded (check only). (4.2: test_kernel_exercises.py)
-    report = submit(tmp_path, {"4.1": solution("4.1"), "4.3": HARD_CODED_4_3})
-    got = {e: report.exercises()[e][0] for e in ("4.1", "4.3")}
-    assert got == {"4.1": 3.0, "4.3": 1.0}, reports.summary(report)
+    # 4.1 and 4.4 right (check + hidden), 4.3 hard-coded (check only). (4.2: test_kernel_exercises.py)
+    report = submit(tmp_path, {"4.1": solution("4.1"), "4.3": HARD_CODED_4_3, "4.4": solution("4.4")})
+    got = {e: report.exercises()[e][0] for e in ("4.1", "4.3", "4.4")}
+    assert got == {"4.1": 3.0, "4.3": 1.0, "4.4": 3.0}, reports.summary(report)
 
 
 def test_every_check_and_hidden_test_fails_on_a_wrong_answer(tmp_path):
     report = submit(tmp_path, WRONG)
     assert report.score == 0, reports.summary(report)
-    hidden = ["tv_owner_on_random_dtypes_threads_and_elements", "split_has_the_properties_on_random_tiles"]
-    assert_failed(report, hidden, ["tv_owner", "split"])
+    hidden = ["tv_owner_on_random_dtypes_threads_and_elements", "split_has_the_properties_on_random_tiles",
+              "warp_sectors_on_random_grids_pitches_and_warps"]
+    assert_failed(report, hidden, ["tv_owner", "split", "warp_sectors"])
 
 
 def test_the_owner_hint_names_a_column_major_thread_layout(tmp_path):
@@ -91,7 +104,7 @@ def tv_owner(dtype_bits, thr_shape, thr_order, values_m, m, n):
     assert line.startswith(checks.FAIL) and "column-major" in line, line
 
 
-# A right answer through what 4.1 forbids: the eager TV layout, inverted.
+# Right answers through what 4.1 and 4.4 forbid: the eager TV layout, inverted, and evaluated.
 CALLS_PACKAGE = {"4.1": """
 import cutecourse.layout as L
 def tv_owner(dtype_bits, thr_shape, thr_order, values_m, m, n):
@@ -100,11 +113,20 @@ def tv_owner(dtype_bits, thr_shape, thr_order, values_m, m, n):
     i = L.right_inverse(tv)(m + n * tiler[0])  # (thread, value) in colexicographic order: thread fastest
     threads = thr_shape[0] * thr_shape[1]
     return i % threads, i // threads
+""", "4.4": """
+import cutecourse.layout as L
+def warp_sectors(dtype_bits, thr_shape, thr_order, values_m, pitch, warp):
+    tiler, tv = L.make_layout_tv(L.make_ordered_layout(thr_shape, order=thr_order),
+                                 L.make_ordered_layout((values_m, 128 // dtype_bits), order=(1, 0)))
+    firsts = [((tv((t, 0)) % tiler[0]) * pitch + tv((t, 0)) // tiler[0]) * dtype_bits // 8
+              for t in range(32 * warp, 32 * warp + 32)]
+    return len({b // 32 for f in firsts for b in (f, f + 15)}), len({b // 128 for f in firsts for b in (f, f + 15)})
 """}
 
 
-def test_calling_the_package_would_be_right_and_calls_what_the_exercise_forbids(tmp_path):
-    assert_right_but_forbidden(tmp_path, LESSON, "4.1", CALLS_PACKAGE["4.1"])
+@pytest.mark.parametrize("exercise", sorted(CALLS_PACKAGE))
+def test_calling_the_package_would_be_right_and_calls_what_the_exercise_forbids(tmp_path, exercise):
+    assert_right_but_forbidden(tmp_path, LESSON, exercise, CALLS_PACKAGE[exercise])
 
 
 def test_a_submission_that_calls_the_package_scores_zero(tmp_path):

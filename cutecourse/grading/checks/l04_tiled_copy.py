@@ -1,11 +1,10 @@
 """Checks of lesson 4 (tiled copy, vectorization and predication): which thread holds an element of a 128-bit copy's
 thread-value layout, a predicated, vectorized fp32 -> 16-bit cast kernel (its PTX on a CPU, its results on a GPU),
-and choosing the
-thread/value split of a tile.
+choosing the thread/value split of a tile, and the 32-byte sectors a warp's copy touches.
 
-The owners come from the eager algebra's TV layouts (:func:`cutecourse.layout.make_layout_tv`); the split is judged
-by its properties (several answers are right); the hidden tests (tests/hidden/test_04_tiled_copy.py) use the same
-references and generators on random inputs.
+The owners and the sectors come from the eager algebra's TV layouts (:func:`cutecourse.layout.make_layout_tv`); the
+split is judged by its properties (several answers are right); the hidden tests (tests/hidden/test_04_tiled_copy.py)
+use the same references and generators on random inputs.
 """
 
 from __future__ import annotations
@@ -219,3 +218,71 @@ def _judge_split(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str |
 
 
 split = Check("split", "split", _split_cases, _judge_split)
+
+# --------------------------------------------------------------------------- 4.4 the sectors a warp's copy touches
+
+SECTOR, LINE = 32, 128  # bytes: what the memory system moves, and what the L1 and L2 cache
+
+
+def reference_sectors(dtype_bits: int, thr_shape: tuple[int, int], thr_order: tuple[int, int], values_m: int,
+                      pitch: int, warp: int) -> tuple[int, int]:
+    """(sectors, lines): the 32-byte sectors and 128-byte lines that warp `warp`'s first instruction of a 128-bit
+    tiled copy touches, on a row-major matrix of rows `pitch` elements apart whose first byte is 128-byte aligned.
+    Each thread's first instruction moves the first vector of its block, value 0 of the eager TV layout
+    (``make_layout_tv`` of `_tv`, offsets ``m + n * tile_m``)."""
+    tiler, tv = _tv(dtype_bits, thr_shape, thr_order, values_m)
+    starts = []
+    for t in range(32 * warp, 32 * warp + 32):
+        m, n = divmod(tv((t, 0)), tiler[0])[::-1]
+        starts.append((m * pitch + n) * dtype_bits // 8)
+    sectors = {b // SECTOR for s in starts for b in (s, s + 15)}
+    lines = {b // LINE for s in starts for b in (s, s + 15)}
+    return len(sectors), len(lines)
+
+
+def random_sectors_case(rng: random.Random) -> tuple[int, tuple[int, int], tuple[int, int], int, int, int]:
+    """A whole number of warps of threads, a pitch that holds the tile's row and starts every row 16-byte aligned
+    (often not 32- or 128-byte aligned), and one of the warps."""
+    bits = rng.choice([8, 16, 32, 64])
+    threads = 32 * rng.choice([1, 2, 4, 8])
+    thr_n = rng.choice([d for d in (1, 2, 4, 8, 16, 32, 64, 128) if threads % d == 0])
+    thr_shape, values_m = (threads // thr_n, thr_n), rng.randint(1, 4)
+    per_16_bytes = 128 // bits
+    pitch = per_16_bytes * (thr_n + rng.randint(0, 64))  # elements: the tile's row, and more
+    return bits, thr_shape, rng.choice([(1, 0), (0, 1)]), values_m, pitch, rng.randrange(threads // 32)
+
+
+def sectors_hint(case: tuple[Any, ...], value: Any) -> str | None:
+    bits, thr_shape, order, values_m, pitch, warp = case
+    if not (isinstance(value, (tuple, list)) and len(value) == 2
+            and all(isinstance(x, int) and not isinstance(x, bool) for x in value)):
+        return f"expected a pair of ints (sectors, lines), got {value!r}"
+    want, got = reference_sectors(*case), tuple(value)
+    if got == want:
+        return None
+    other_order = (order[1], order[0])
+    if got == reference_sectors(bits, thr_shape, other_order, values_m, pitch, warp):
+        return (f"got {got}: that is the warp of a thread layout ordered {other_order}; with thr_order={order}, "
+                f"which (row, column) of the thread grid does each of threads {32 * warp}..{32 * warp + 31} have?")
+    if got[0] == want[0]:
+        return (f"the sectors are right, the lines ({got[1]}) are not: a line is 128 bytes, four sectors; count the "
+                f"lines the warp's 32 vectors fall in")
+    aligned = reference_sectors(bits, thr_shape, order, values_m, -(-pitch * bits // LINE) * LINE // bits, warp)
+    if got == aligned and aligned != want:
+        return (f"got {got}, which would be right if every row started 128-byte aligned; row r starts at "
+                f"r * {pitch} * {bits // 8} bytes: where does each thread's vector start?")
+    return (f"got {got}: list the warp's 32 threads, each one's first vector (the first row of its "
+            f"{values_m} x {128 // bits} block) and its byte address (row * pitch + column) * {bits // 8}; count the "
+            f"distinct 32-byte sectors and 128-byte lines")
+
+
+def _sectors_cases() -> list[tuple[Any, ...]]:
+    return [(16, (32, 8), (0, 1), 1, 1024, 0), (32, (16, 16), (0, 1), 1, 1028, 1), (8, (4, 64), (1, 0), 2, 8192, 2),
+            (64, (16, 16), (1, 0), 1, 520, 3), (16, (64, 4), (1, 0), 3, 200, 1)]
+
+
+def _judge_sectors(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
+    return sectors_hint(case, value)
+
+
+warp_sectors = Check("warp_sectors", "warp_sectors", _sectors_cases, _judge_sectors)
