@@ -224,14 +224,8 @@ def test_a_submission_that_calls_the_package_scores_zero(tmp_path):
 # --------------------------------------------------------------------------- the lesson's and the package's code
 
 #: Section 3's emulation (its running_sums: one rounding to nearest per addition), as 7.1's answer.
-LESSON_MODEL_7_1 = """
-import numpy as np
-def block_fma_dot(x, y, block, align_bits):
-    s = np.zeros(x.shape[0])
-    for row in (x * y).numpy().T:
-        s = (s + row).astype(np.float32).astype(np.float64)  # the float64 sum is exact: one rounding per addition
-    return s
-"""
+#: Section 3's model (one rounding per addition), as test_no_copies.PRINTED submits it for 7.1.
+LESSON_MODEL_7_1 = PRINTED["7.1"][1]
 #: The package's epilogue builds its bias tensor with these strides: 7.2's printed answer is that layout too.
 PACKAGE_BIAS = 'bias_stride = (0, 1) if fused.epilogue.bias == "n" else (1, 0)'
 

@@ -350,11 +350,7 @@ def copied_from(regions: list[str], texts: dict[str, str]) -> list[str]:
 
 #: Copies found and not yet rewritten, each an open defect with its issue: the test fails on any other copy, and on
 #: these once the exercise is no longer one, so that the entry goes with the fix.
-PENDING_COPIES = {
-    # issue 35: the ldmatrix partitions, retile and k-block loop of steps 2-4 (gemm02_smem, gemm03_mma).
-    "5.5": "issue 35",
-    "5.6": "issue 35",
-}
+PENDING_COPIES: dict[str, str] = {}
 
 
 def verdicts(lesson: str, package: dict[tuple[str, ...], list[str]],
@@ -532,6 +528,19 @@ def tv_owner(dtype_bits, thr_shape, thr_order, values_m, m, n):
     tiler_mn, tv = L.make_layout_tv(thr, val)
     return next((t, v) for t in range(L.size(tv[0])) for v in range(L.size(tv[1])) if tv((t, v)) == m + n * tiler_mn[0])
 """),
+    "4.4": (["def first_vectors(tv, tile_m, pitch, element_bytes, warp):", "def sectors_and_lines(starts):"], """
+import cutecourse.layout as L
+def first_vectors(tv, tile_m, pitch, element_bytes, warp):
+    offsets = [tv((t, 0)) for t in range(32 * warp, 32 * warp + 32)]
+    return [((off % tile_m) * pitch + off // tile_m) * element_bytes for off in offsets]
+def sectors_and_lines(starts):
+    touched = [b for s in starts for b in (s, s + 15)]
+    return len({b // 32 for b in touched}), len({b // 128 for b in touched})
+def warp_sectors(dtype_bits, thr_shape, thr_order, values_m, pitch, warp):
+    val = L.make_ordered_layout((values_m, 128 // dtype_bits), order=(1, 0))
+    tiler_mn, tv = L.make_layout_tv(L.make_ordered_layout(thr_shape, order=thr_order), val)
+    return sectors_and_lines(first_vectors(tv, tiler_mn[0], pitch, dtype_bits // 8, warp))
+"""),
     "5.4": (["tiled = cute.make_tiled_mma(op, cute.make_layout((2, 2, 1)), permutation_mnk=(32, 32, 16))"], """
 import cutlass
 import cutlass.cute as cute
@@ -560,18 +569,11 @@ def ring_schedule(k_tiles, stages):
     "7.1": (["s = (s + row).astype(acc).astype(np.float64)",
              "errors = {acc: {k: rel(s, exact[k - 1]) for k, s in running_sums(products, acc, set(KS)).items()}"], """
 import numpy as np
-import torch
-def choose_accumulator(k, tolerance, dtype):
-    a, b = torch.randn(2, k, 1024, generator=torch.Generator().manual_seed(7)).to(getattr(torch, dtype))
-    products = a.double().numpy() * b.double().numpy()
-    exact = products.sum(axis=0)
-    for acc in ("float16", "float32"):
-        s = np.zeros(products.shape[1])
-        for row in products:
-            s = (s + row).astype(acc).astype(np.float64)
-        if np.linalg.norm(s - exact) / np.linalg.norm(exact) <= tolerance:
-            return acc
-    return None
+def block_fma_dot(x, y, block, align_bits):
+    s = np.zeros(x.shape[0])
+    for row in (x * y).numpy().T:
+        s = (s + row).astype(np.float32).astype(np.float64)
+    return s
 """),
     # section 1: the bias's broadcast layouts on the tile, and lane 5's two elements
     "7.2": (["bias_n, bias_m = Layout((16, 8), (0, 1)), Layout((16, 8), (1, 0))"], """
@@ -640,8 +642,8 @@ def test_every_lesson_has_printed_code_or_says_why():
     """Every lesson is in PRINTED. The exercises missing there: 1.1 and 1.3, where the lesson only calls cutecourse.hw;
     2.1-2.3 and 2.5, where it calls the eager algebra; 3.1, where it calls the DSL's local_partition (each lesson's
     grading test submits such calls and expects 0); 3.2 and 4.2, the kernels the lesson no longer prints; 4.3, whose
-    answer the lesson does not compute; 5.1-5.3, where the lesson calls cutecourse.fragments (test_lesson_05 submits
-    such calls and expects 0); 5.5 and 5.6, the kernels: test_lesson_05 submits what the lesson prints of step 3 as
+    answer the lesson does not compute; 5.1 and 5.3, where the lesson calls cutecourse.fragments (test_lesson_05
+    submits such calls and expects 0); 5.2, whose answer (wgmma's register A) the lesson does not compute; 5.5 and 5.6, the kernels: test_lesson_05 submits what the lesson prints of step 3 as
     those answers, and they earn no kernel points; 6.3, whose answer the lesson does not compute (test_lesson_06
     submits step 7's own stage count); 6.4 and 6.5, the kernels: test_l06_cp_async and test_l06_tma_pipeline submit
     the package's steps 4 and 7 as those answers, and they fail the PTX checks; 6.6 and 6.7, the kernels:
