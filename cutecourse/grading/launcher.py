@@ -11,6 +11,13 @@ what the compiled kernel wrote.
 
 The tensors are DLPack tensors over driver allocations (`DeviceArray`), made into CuTe tensors exactly as the
 course's harness makes torch tensors (`harness.as_cute`), so the module sees the same layouts it was compiled for.
+
+A call may also time the module (``repeat``): after the checked launch the outputs are poisoned again, the host
+function runs `repeat` times back to back between two CUDA events, and the outputs come back as that last launch
+left them, so a kernel that is right only on its first launch (a counter it never resets) is judged wrong. The
+reply's value is the milliseconds per launch. Two modules timed by the same launcher process (a learner's kernel and
+the package's step, exported alike) are timed the same way on the same GPU: their ratio is the judgement, never a
+time.
 """
 
 from __future__ import annotations
@@ -119,6 +126,13 @@ class DeviceArray:
             return (host.astype(np.uint32) << 16).view(np.float32)
         return host.astype(np.float32) if self.dtype == "float16" else host
 
+    def fill(self, host: np.ndarray) -> None:
+        """Overwrite the array with `host` (its dtype's bits, this array's size)."""
+        from cuda.bindings import driver
+
+        _driver(driver.cuMemcpyHtoD(self.pointer, np.ascontiguousarray(host).ctypes.data, self.nbytes),
+                "filling a tensor")
+
     def free(self) -> None:
         from cuda.bindings import driver
 
@@ -171,29 +185,57 @@ def _host(obj: bytes) -> Any:
     return _LOADED[key]
 
 
-def run(obj: bytes, args: list[Any], vector: int = 1) -> list[np.ndarray]:
+def run(obj: bytes, args: list[Any], vector: int = 1, repeat: int = 0) -> tuple[list[np.ndarray], float | None]:
     """Launch the host function of the module `obj` on `args` (wire values: tensor requests and scalars); the outputs
-    after the kernels finished."""
+    after the kernels finished, and None. With `repeat`, the outputs are then poisoned again and the host runs
+    `repeat` more times back to back between two CUDA events: the outputs after the last of them, and the
+    milliseconds per launch."""
     from cuda.bindings import driver
 
     outputs: list[DeviceArray] = []
     held: list[DeviceArray] = []
     try:
         values = [_array(a, outputs, held) if wire.is_tensor_request(a) else wire.decode(a) for a in args]
+        ms = None
         if not any(isinstance(v, DeviceArray) and v.numel() == 0 for v in values):
             host = _host(obj)
-            host(*[harness.as_cute(v, vector) if isinstance(v, DeviceArray) else v for v in values],
-                 driver.CUstream(0))
+            call = [harness.as_cute(v, vector) if isinstance(v, DeviceArray) else v for v in values]
+            host(*call, driver.CUstream(0))
             _driver(driver.cuCtxSynchronize(), "running the kernel")
-        return [o.read() for o in outputs]
+            if repeat > 0:
+                ms = _timed(host, call, outputs, repeat)
+        return [o.read() for o in outputs], ms
     finally:
         for array in held:
             array.free()
 
 
+def _timed(host: Any, call: list[Any], outputs: list[DeviceArray], repeat: int) -> float:
+    """Milliseconds per launch of `host(*call)` over `repeat` back-to-back launches, after poisoning `outputs` again
+    (what the launches leave there is what comes back)."""
+    from cuda.bindings import driver
+
+    for array in outputs:
+        array.fill(poison(array.shape, array.dtype))
+    start, end = (_driver(driver.cuEventCreate(driver.CUevent_flags.CU_EVENT_DEFAULT), "making an event")
+                  for _ in range(2))
+    try:
+        stream = driver.CUstream(0)
+        _driver(driver.cuEventRecord(start, stream), "recording an event")
+        for _ in range(repeat):
+            host(*call, stream)
+        _driver(driver.cuEventRecord(end, stream), "recording an event")
+        _driver(driver.cuEventSynchronize(end), "running the timed kernels")
+        return float(_driver(driver.cuEventElapsedTime(start, end), "reading the events")) / repeat
+    finally:
+        for event in (start, end):
+            driver.cuEventDestroy(event)
+
+
 def _serve() -> None:
     """The launcher's side of `sandbox.Learner`'s protocol: a spec line (nothing in it is used), "ready", then one
-    reply per request {"args": [the object's bytes, then the call's arguments], "options": {"vector": n}}."""
+    reply per request {"args": [the object's bytes, then the call's arguments], "options": {"vector": n}} (and
+    "repeat": n to time the module: the reply's value is then its milliseconds per launch)."""
     sys.modules["torch"] = None  # type: ignore[assignment]  # nothing here computes with torch, or may
     from cuda.bindings import driver
 
@@ -210,8 +252,8 @@ def _serve() -> None:
         request = json.loads(line)
         try:
             obj, *args = request["args"]
-            outputs = run(wire.decode(obj).tobytes(), args, **request.get("options", {}))
-            reply = {"ok": True, "value": None, "outputs": [wire.encode(o) for o in outputs]}
+            outputs, ms = run(wire.decode(obj).tobytes(), args, **request.get("options", {}))
+            reply = {"ok": True, "value": ms, "outputs": [wire.encode(o) for o in outputs]}
         except BaseException as exc:  # noqa: BLE001 - a failed launch is the answer's failure, reported
             reply = {"ok": False, "error": describe(exc)}
         channel.write(json.dumps(reply) + "\n")
