@@ -1,19 +1,27 @@
-"""Hidden tests of lesson 8: the column-grouped raster over whole random grids (every tile exactly once, each work
-item's tile; groups wider than the grid, ragged last groups, 1-row and 1-column grids); the balanced persistent grid
-on random problems, tiles, GPUs, cluster shapes and limits on co-resident clusters, and its refusals of bad input;
-the dispatcher on random archs, shapes (dimensions of 1, odd ones, around the 132-tile line), majors, alignments
-(1 byte for fp8) and dtypes, and its refusals naming the fallback; the bound of random profiles, near the 60 % line,
-with ties and extra metrics, and a profile missing a unit's metric.
+"""Hidden tests of lesson 8: the Hilbert raster over whole random grids (every tile exactly once, each work item's
+tile; squares, odd and partial grids whose curve square is larger than the grid, 1-row and 1-column grids) and on
+grids far too large to walk (the descent takes one step per level); the balanced persistent grid on random problems,
+tiles, GPUs, cluster shapes and limits on co-resident clusters, and its refusals of bad input; the dispatcher on random
+archs, shapes (dimensions of 1, odd ones, around the 132-tile line), majors, alignments (1 byte for fp8) and dtypes,
+and its refusals naming the fallback; and the capstone, split-K with a deterministic reduction: its PTX for both
+16-bit dtypes and both archs, then on a GPU real GEMMs on random ragged shapes with split counts that do not divide
+the k-tiles (and more splits than k-tiles), fp16 and bf16, NaN-poisoned D and workspace, against float64 and bit for
+bit against the slices' fixed-order sum, cases whose slices cancel (a reduction in another order rounds the small
+ones away), the same launch twice; and its speed on a deep-K problem as a ratio to the ladder's step 5, both timed
+in the same launcher process, with a generous margin. A GPU test checks the kernel's PTX first, so that a kernel the
+exercise did not ask for (the package's own step, the lesson's worked example) earns nothing.
 
-References: cutecourse.grading.checks.l08_dispatch (the rules written out), computed here.
+References: cutecourse.grading.checks.l08_dispatch and l08_splitk (the rules written out), computed here.
 """
 
 import random
 
+import numpy as np
 import pytest
 
-from cutecourse.grading import sandbox
+from cutecourse.grading import modules, sandbox, wire
 from cutecourse.grading.checks import l08_dispatch as L
+from cutecourse.grading.checks import l08_splitk as SPLITK
 
 
 def reply(learner, name: str, *args):
@@ -26,16 +34,32 @@ def reply(learner, name: str, *args):
     return value, None
 
 
+#: Seconds one raster call may take on a huge grid: a descent takes microseconds, a walk of the curve far longer.
+RASTER_TIMEOUT_S = 10
+
+
 @pytest.mark.exercise("8.1", points=2)
-def test_raster_computes_every_tile_once_on_random_grids(learner):
+def test_raster_computes_every_tile_once_on_random_grids_and_descends_huge_ones(learner):
     rng = random.Random(801)
-    # a ragged last group, a group wider than the grid, a 1-row grid, a 1-column grid, one group per column
-    grids = [(9, 11, 4), (6, 5, 8), (1, 9, 4), (7, 1, 3), (4, 5, 1), (3, 16, 16)]
+    # squares of 1, 2 and 8; a 1-row and a 1-column grid; partial grids whose curve square is 2, 4 and 8 times larger
+    grids = [(1, 1), (2, 2), (8, 8), (1, 9), (7, 1), (3, 5), (9, 4), (17, 3), (5, 12)]
     grids += [L.random_raster_grid(rng) for _ in range(12)]
     for grid in grids:
         tiles = [learner.call("raster", work, *grid)[0] for work in range(grid[0] * grid[1])]
         hint = L.raster_grid_hint(grid, tiles)
-        assert hint is None, f"raster(work, tiles_m, tiles_n, group_n) on {grid}: {hint}"
+        assert hint is None, f"raster(work, tiles_m, tiles_n) on {grid}: {hint}"
+    for tiles_m, tiles_n, works in L.HUGE_GRIDS:
+        for work in works:
+            try:
+                value, _ = learner.call("raster", work, tiles_m, tiles_n, timeout=RASTER_TIMEOUT_S)
+            except sandbox.LearnerError as exc:
+                if "timed out" in str(exc):
+                    pytest.fail(f"raster({work}, {tiles_m}, {tiles_n}) took more than {RASTER_TIMEOUT_S} s: a "
+                                f"persistent CTA computes its tile in a few steps per level of the curve (descend "
+                                f"the quadrants, counting the grid's tiles in each), not by walking the curve")
+                raise
+            hint = L.raster_hint((work, tiles_m, tiles_n), value)
+            assert hint is None, f"raster({work}, {tiles_m}, {tiles_n}) gave {value!r}: {hint}"
 
 
 @pytest.mark.exercise("8.2", points=2)
@@ -87,21 +111,79 @@ def test_choose_on_random_problems_and_its_refusals(learner):
         assert hint is None, f"choose{case}: {hint}"
 
 
+def assert_ptx(learner, dtype: str, arch: str) -> None:
+    """The split-K host's PTX for `dtype` on `arch`, judged by the exercise's PTX hint."""
+    code, _ = learner.call("splitk_host", *SPLITK.ptx_case(dtype, arch), via="ptx",
+                           options={"vector": SPLITK.VECTOR}, timeout=300)
+    problem = SPLITK.ptx_hint(code)
+    assert problem is None, f"splitk_host for {dtype} on {arch}: {problem}"
+
+
+@pytest.mark.exercise("8.4", points=1)
+def test_splitk_ptx_for_both_dtypes_and_archs(learner):
+    for dtype, arch in SPLITK.PTX_CASES:
+        assert_ptx(learner, dtype, arch)
+
+
+def launch(learner, case) -> tuple:
+    """(D, workspace) of one launch of the learner's split-K host on `case`."""
+    _, (d, work) = learner.call("splitk_host", *case, via="launch", options={"vector": SPLITK.VECTOR}, timeout=300)
+    return d, work
+
+
+@pytest.mark.exercise("8.4", points=3)
+@pytest.mark.gpu(80)
+def test_splitk_gemm_on_random_ragged_shapes_and_split_counts(learner):
+    for dtype in ("float16", "bfloat16"):
+        assert_ptx(learner, dtype, "sm_80")  # the split-K asked for, not the package's step
+    for dtype in ("float16", "bfloat16"):
+        seed = 8040 + len(dtype)
+        for shape, case in zip(SPLITK.SHAPES, SPLITK.cases(seed, SPLITK.SHAPES, dtype)):
+            problem = SPLITK.gemm_hint(case, *launch(learner, case))
+            assert problem is None, f"splitk_host {dtype} (M, N, K, splits) = {shape}: {problem}"
+        for m, n, splits, per_split in SPLITK.CANCELLING:
+            case = SPLITK.cancelling_case(seed, m, n, splits, per_split, dtype)
+            first = launch(learner, case)
+            problem = SPLITK.gemm_hint(case, *first)
+            assert problem is None, f"splitk_host {dtype}, slices 0 and 1 cancelling, (M, N, splits) = " \
+                                    f"{(m, n, splits)}: {problem}"
+            again = launch(learner, case)
+            same = (again[0] == first[0]) | (again[0] != again[0]) & (first[0] != first[0])
+            assert same.all(), f"splitk_host {dtype}, (M, N, splits) = {(m, n, splits)}: two launches on the same " \
+                               f"inputs gave D differing in {int((~same).sum())} elements: the reduction must not " \
+                               f"depend on which CTA arrives when"
+
+
 @pytest.mark.exercise("8.4", points=2)
-def test_bound_of_random_profiles_near_the_line_with_ties_and_extra_metrics(learner):
-    rng = random.Random(804)
-    profiles = [L.profile_of(59.99, 10.0, 20.0, 30.0), L.profile_of(10.0, 60.0, 59.0, 5.0),
-                L.profile_of(70.0, 70.0, 70.0, 70.0), L.profile_of(5.0, 30.0, 80.5, 80.5, **L.DECOYS),
-                L.profile_of(0.0, 0.0, 0.0, 0.0, 3.0)]
-    profiles += [L.random_profile(rng) for _ in range(60)]
-    for profile in profiles:
-        value, error = reply(learner, "bound", profile)
-        assert error is None, f"bound of {L.percentages(profile)} raised {error}"
-        hint = L.bound_hint(profile, value)
-        assert hint is None, f"bound of {L.percentages(profile)} gave {value!r}: {hint}"
-    missing = L.METRICS["l2"]
-    profile = {k: v for k, v in L.profile_of(90.0, 20.0, 30.0, 10.0).items() if k != missing}
-    value, error = reply(learner, "bound", profile)
-    assert error is not None and error.split(":")[0] in ("KeyError", "ValueError") and missing in error, \
-        f"bound of a profile without {missing} gave {value!r}{'' if error is None else ' and raised ' + error}: a " \
-        f"missing metric is a KeyError or ValueError that names it"
+@pytest.mark.gpu(80)
+def test_splitk_outruns_step_5_on_a_deep_k_problem(learner):
+    """The learner's kernel and the ladder's step 5, each exported as a module and timed by one launcher process
+    on the same inputs, in interleaved rounds; the ratio of the median rounds is judged, never a time. The learner's
+    outputs after the timed launches (poisoned again before them) are judged too: a kernel that works only on its
+    first launch fails here."""
+    import statistics
+
+    for dtype in ("float16", "bfloat16"):
+        assert_ptx(learner, dtype, "sm_80")
+    m, n, k, splits = SPLITK.DEEP_K
+    case = SPLITK.cases(8044, [SPLITK.DEEP_K], "float16")[0]
+    options = {"vector": SPLITK.VECTOR}
+    mine = learner.module("splitk_host", None, case, options, timeout=300)
+    value, _ = sandbox.execute(SPLITK.step_host(), [wire.argument(None), *case], "module", options)
+    step = modules.read(value)  # the package's own code, compiled here in the grader
+    times: dict[str, list[float]] = {"mine": [], "step 5": []}
+    with sandbox.Learner([], learner.walls, program=sandbox.LAUNCHER, timeout=300) as launcher:
+        for r in range(SPLITK.ROUNDS):
+            order = (("mine", mine), ("step 5", step))
+            for name, module in order[::-1] if r % 2 else order:
+                ms, outputs = launcher.call("run", np.frombuffer(module.object, np.uint8), *case,
+                                            options={**options, "repeat": SPLITK.REPEAT})
+                times[name].append(ms)
+                if name == "mine":
+                    problem = SPLITK.gemm_hint(case, *outputs)
+                    assert problem is None, f"splitk_host after {SPLITK.REPEAT} launches on the same buffers " \
+                                            f"(D and the workspace poisoned again before them): {problem}; does " \
+                                            f"the last CTA of each tile leave its counter ready for the next launch?"
+    ratio = statistics.median(times["step 5"]) / statistics.median(times["mine"])
+    hint = SPLITK.speed_hint(ratio, splits)
+    assert hint is None, f"splitk_host (M, N, K, splits) = {SPLITK.DEEP_K}: {hint}"

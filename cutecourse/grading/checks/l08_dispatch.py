@@ -1,13 +1,14 @@
-"""Checks of lesson 8 (kernel composition, dispatch and profiling), its four CPU exercises: the tile a persistent CTA
-computes in a column-grouped raster (8.1), the balanced persistent grid and its efficiency (8.2), a dispatcher over
-a CUTLASS-library-like table of kernels instanced per alignment (8.3), and the bound a kernel's Nsight Compute
-metrics name (8.4).
+"""Checks of lesson 8 (kernel composition, dispatch and profiling), its three CPU exercises: the tile a persistent CTA
+computes in a Hilbert raster (8.1), the balanced persistent grid and its efficiency (8.2), and a dispatcher over a
+CUTLASS-library-like table of kernels instanced per alignment (8.3). The capstone, 8.4, has its own module
+(`l08_splitk`).
 
-The references are written out here from the exercises' rules, each in a form of its own (8.1 lists the whole
-raster order instead of computing one work item's tile). The hints name the idea that is missing (the package's
-row-grouped order, a narrower last group, the hardware's limit on co-resident clusters, a partial last wave, vectors
-narrower than 16 bytes, the 60 % line, the tie order) and never print the right answer. The hidden tests
-(tests/hidden/test_08_dispatch_profiling.py) draw their random inputs with the generators below.
+The references are written out here from the exercises' rules, each in a form of its own (8.1 descends the curve
+with its quadrants' maps as matrices). The hints name the idea that is missing (the quadrants' turns, the cells
+outside the grid, the curve transposed, a narrower last group of tiles, the hardware's limit on co-resident
+clusters, a partial last wave, the padding of a partial tile, vectors narrower than 16 bytes) and never print the
+right answer. The hidden tests (tests/hidden/test_08_dispatch_profiling.py) draw their random inputs with the
+generators below.
 """
 
 from __future__ import annotations
@@ -32,107 +33,163 @@ def _cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
-# --------------------------------------------------------------------------- 8.1 the column-grouped raster
+# --------------------------------------------------------------------------- 8.1 the Hilbert raster
+
+#: How the Hilbert curve on a square of side 2h runs through its four quadrants: for each, in the curve's order, the
+#: map from the quadrant's own curve (side h, (u, v)) to the square's (i, j) = M (u, v) + offset, as (M, offset(h)):
+#: top left transposed, bottom left and bottom right as they are, top right turned about the anti-diagonal.
+QUADRANTS = (((0, 1, 1, 0), lambda h: (0, 0)), ((1, 0, 0, 1), lambda h: (h, 0)),
+             ((1, 0, 0, 1), lambda h: (h, h)), ((0, -1, -1, 0), lambda h: (h - 1, 2 * h - 1)))
+#: The same quadrants in a curve that does not turn them: each is the square's curve shifted (a "U" order).
+UNTURNED = tuple(((1, 0, 0, 1), offset) for offset in (lambda h: (0, 0), lambda h: (h, 0), lambda h: (h, h),
+                                                        lambda h: (0, h)))
 
 
-@functools.lru_cache(maxsize=64)
-def raster_order(tiles_m: int, tiles_n: int, group_n: int) -> tuple[tuple[int, int], ...]:
-    """Every tile (m, n) in the order a column-grouped raster hands them out: groups of `group_n` tile columns (the
-    last may be narrower), left to right; inside a group, row by row, along N first.
+def _side(tiles_m: int, tiles_n: int) -> int:
+    """The side of the Hilbert square: the smallest power of two that covers both extents."""
+    return 1 << (max(tiles_m, tiles_n) - 1).bit_length()
 
-    >>> raster_order(2, 3, 2)
-    ((0, 0), (0, 1), (1, 0), (1, 1), (0, 2), (1, 2))
+
+def _mul(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    return (a[0] * b[0] + a[1] * b[2], a[0] * b[1] + a[1] * b[3], a[2] * b[0] + a[3] * b[2], a[2] * b[1] + a[3] * b[3])
+
+
+def _apply(a: tuple[int, ...], v: tuple[int, int]) -> tuple[int, int]:
+    return a[0] * v[0] + a[1] * v[1], a[2] * v[0] + a[3] * v[1]
+
+
+def hilbert_tile(work: int, tiles_m: int, tiles_n: int, quadrants: Any = QUADRANTS) -> tuple[int, int]:
+    """The tile (m, n) of work item `work` in the Hilbert raster of a tiles_m x tiles_n grid: the Hilbert curve of
+    the smallest power-of-two square that covers the grid, its cells outside the grid skipped. Descends the quadrants,
+    counting the grid's tiles in each (the overlap of two rectangles), so it costs O(log side).
+
+    >>> [hilbert_tile(w, 3, 2) for w in range(6)]
+    [(0, 0), (0, 1), (1, 1), (1, 0), (2, 0), (2, 1)]
     """
-    return tuple((m, n) for first in range(0, tiles_n, group_n) for m in range(tiles_m)
-                 for n in range(first, min(first + group_n, tiles_n)))
+    if not 0 <= work < tiles_m * tiles_n:
+        raise ValueError(f"work={work}: a {tiles_m} x {tiles_n} grid has work items 0 to {tiles_m * tiles_n - 1}")
+    side, rest = _side(tiles_m, tiles_n), work
+    turn, origin = (1, 0, 0, 1), (0, 0)  # the square's map from its curve's (u, v) to the grid's (m, n)
+    while side > 1:
+        half = side // 2
+        for m_q, offset in quadrants:
+            t = _apply(turn, offset(half))
+            child, child_origin = _mul(turn, m_q), (origin[0] + t[0], origin[1] + t[1])
+            far = _apply(child, (half - 1, half - 1))
+            rows = sorted((child_origin[0], child_origin[0] + far[0]))
+            cols = sorted((child_origin[1], child_origin[1] + far[1]))
+            inside = max(0, min(rows[1], tiles_m - 1) - rows[0] + 1) * max(0, min(cols[1], tiles_n - 1) - cols[0] + 1)
+            if rest < inside:
+                turn, origin = child, child_origin
+                break
+            rest -= inside
+        side = half
+    return origin
 
 
 @functools.lru_cache(maxsize=64)
-def row_grouped_order(tiles_m: int, tiles_n: int, group_m: int) -> tuple[tuple[int, int], ...]:
-    """The package's raster (steps 9-11, `_tile_coord`): groups of `group_m` tile rows, top to bottom; inside a
-    group, column by column, along M first. To name that mistake."""
-    return tuple((m, n) for first in range(0, tiles_m, group_m) for n in range(tiles_n)
-                 for m in range(first, min(first + group_m, tiles_m)))
+def hilbert_order(tiles_m: int, tiles_n: int) -> tuple[tuple[int, int], ...]:
+    """Every tile of the grid in Hilbert-raster order (for grids small enough to list)."""
+    return tuple(hilbert_tile(w, tiles_m, tiles_n) for w in range(tiles_m * tiles_n))
 
 
 @functools.lru_cache(maxsize=64)
-def along_m_order(tiles_m: int, tiles_n: int, group_n: int) -> tuple[tuple[int, int], ...]:
-    """Groups of `group_n` tile columns, left to right, but column by column inside a group. To name that mistake."""
-    return tuple((m, n) for first in range(0, tiles_n, group_n) for n in range(first, min(first + group_n, tiles_n))
-                 for m in range(tiles_m))
+def _mistaken_orders(tiles_m: int, tiles_n: int) -> dict[str, tuple[tuple[int, int], ...]]:
+    """The orders of the classic mistakes, to name one when a learner's order is it."""
+    side = _side(tiles_m, tiles_n)
+    cells = [(m, n) for m in range(tiles_m) for n in range(tiles_n)]
+    morton = sorted(cells, key=lambda t: sum(((t[0] >> b) & 1) << (2 * b + 1) | ((t[1] >> b) & 1) << (2 * b)
+                                           for b in range(side.bit_length())))
+    square = tuple(hilbert_tile(w, side, side) for w in range(side * side)) if side <= 64 else ()
+    orders = {
+        TRANSPOSED: tuple((n, m) for m, n in hilbert_order(tiles_n, tiles_m)),
+        UNTURNED_HINT: tuple(hilbert_tile(w, tiles_m, tiles_n, UNTURNED) for w in range(tiles_m * tiles_n)),
+        MORTON: tuple(morton),
+        ROW_MAJOR: tuple(cells),
+        UNSKIPPED: square[:tiles_m * tiles_n],
+    }
+    return {hint: order for hint, order in orders.items() if order != hilbert_order(tiles_m, tiles_n)}
 
 
-PACKAGE_ORDER = ("groups of {group} tile rows, walked column by column (the package's steps 9-11); this raster "
-                 "groups tile columns, and goes along N first inside a group")
-ALONG_M = ("the right groups of columns, but inside a group work items go along M first (column by column); this "
-           "raster goes along N first, row by row")
+TRANSPOSED = ("that is the curve with m and n swapped: this raster's curve takes its first step on a 2 x 2 square "
+              "down, along M, and its top-left quadrant is the one transposed")
+UNTURNED_HINT = ("that is a curve whose quadrants are not turned: each quadrant's curve must start where the "
+                 "previous one ended, so the top-left quadrant is transposed and the top-right one turned about the "
+                 "anti-diagonal")
+MORTON = "that is a Z (Morton) order, which jumps between quadrants; a Hilbert curve moves one tile at a time"
+ROW_MAJOR = "that is the row-major order: a Hilbert raster keeps consecutive work items next to each other in 2D"
+UNSKIPPED = ("that numbers every cell of the curve's power-of-two square, also those outside the grid: work items "
+             "count only the tiles inside the grid")
 
 
-def raster_hint(case: tuple[int, int, int, int], value: Any) -> str | None:
+def raster_hint(case: tuple[int, int, int], value: Any) -> str | None:
     """What is wrong with `value` as raster(*case), or None."""
-    work, tiles_m, tiles_n, group_n = case
+    work, tiles_m, tiles_n = case
     if not (_pair(value, 2) and all(_count(v) for v in value)):
         return f"expected the tile (m, n), two ints, got {value!r}"
-    want = raster_order(tiles_m, tiles_n, group_n)[work]
     got = tuple(value)
-    if got == want:
+    if got == hilbert_tile(work, tiles_m, tiles_n):
         return None
     m, n = got
     if not (0 <= m < tiles_m and 0 <= n < tiles_n):
-        if (n, m) == want:
-            return (f"({m}, {n}) lies outside the {tiles_m} x {tiles_n} grid of tiles: is the tile (m, n), its row "
-                    f"first?")
-        return (f"({m}, {n}) lies outside the {tiles_m} x {tiles_n} grid of tiles: is the last group of columns as "
-                f"wide as the others when {group_n} does not divide {tiles_n}?")
-    if got == row_grouped_order(tiles_m, tiles_n, group_n)[work]:
-        return f"that is where a raster puts work item {work} that has " + PACKAGE_ORDER.format(group=group_n)
-    first_n = want[1] // group_n * group_n
-    if n // group_n != first_n // group_n:
-        return (f"work item {work} lands in the wrong group of columns: how many work items does a group of "
-                f"{group_n} columns of a grid {tiles_m} tiles tall hold?")
-    if got == along_m_order(tiles_m, tiles_n, group_n)[work]:
-        return ALONG_M
-    return (f"the right group of columns, but not the right tile inside it: inside a group, work items go along N "
-            f"first (row by row); how wide is a row of the last group of a grid {tiles_n} tiles wide?")
+        return (f"({m}, {n}) lies outside the {tiles_m} x {tiles_n} grid of tiles: are the curve's cells outside "
+                f"the grid skipped (work items number only the tiles inside it)?")
+    if tiles_m * tiles_n <= 4096:
+        for hint, order in _mistaken_orders(tiles_m, tiles_n).items():
+            if work < len(order) and got == order[work] and hint != ROW_MAJOR:
+                return hint
+    return (f"({m}, {n}) is not the tile of work item {work}: at which level does your descent leave the quadrant "
+            f"that holds it? Count the grid's tiles in each quadrant, in the curve's order, turned as the curve "
+            f"turns them")
 
 
-def raster_grid_hint(grid: tuple[int, int, int], tiles: list[Any]) -> str | None:
+def raster_grid_hint(grid: tuple[int, int], tiles: list[Any]) -> str | None:
     """What is wrong with `tiles`, raster(work, *grid) for every work item in order, or None: every tile exactly
-    once, then each work item's tile."""
-    tiles_m, tiles_n, group_n = grid
+    once, then each work item's tile (a whole order named where it is a classic mistake's)."""
+    tiles_m, tiles_n = grid
     for work, value in enumerate(tiles):
         if not (_pair(value, 2) and all(_count(v) for v in value)):
             return f"work item {work}: {raster_hint((work, *grid), value)}"
     seen = [tuple(v) for v in tiles]
-    right = raster_order(tiles_m, tiles_n, group_n)
-    if tuple((n, m) for m, n in seen) == right != tuple(seen):
-        return "every tile's two coordinates are swapped: is the tile (m, n), its row first?"
     for work, (m, n) in enumerate(seen):
         if not (0 <= m < tiles_m and 0 <= n < tiles_n):
             return f"work item {work}: {raster_hint((work, *grid), (m, n))}"
     repeated = next((t for t in seen if seen.count(t) > 1), None)
     if repeated is not None:
-        return (f"the {tiles_m} x {tiles_n} tiles in groups of {group_n} columns are not each computed once: tile "
-                f"{repeated} comes up twice, and {tiles_m * tiles_n - len(set(seen))} tiles are never computed")
-    # A whole order is a surer tell than a work item's tile: at item 1 both mistakes below give (1, 0).
-    if tuple(seen) == row_grouped_order(tiles_m, tiles_n, group_n) != right:
-        return "that is the order of a raster that has " + PACKAGE_ORDER.format(group=group_n)
-    if tuple(seen) == along_m_order(tiles_m, tiles_n, group_n) != right:
-        return ALONG_M
-    for work, value in enumerate(seen):
-        hint = raster_hint((work, *grid), value)
-        if hint is not None:
-            return f"work item {work}: {hint}"
-    return None
+        return (f"the {tiles_m} x {tiles_n} tiles are not each computed once: tile {repeated} comes up twice, and "
+                f"{tiles_m * tiles_n - len(set(seen))} tiles are never computed")
+    right = hilbert_order(tiles_m, tiles_n)
+    if tuple(seen) == right:
+        return None
+    for hint, order in _mistaken_orders(tiles_m, tiles_n).items():
+        if tuple(seen) == order:
+            return hint
+    grouped = next((g for g in range(2, tiles_m + 1) if tuple(seen) == row_grouped_order(tiles_m, tiles_n, g)), None)
+    if grouped:
+        return (f"that is a grouped raster, groups of {grouped} tile rows walked column by column (the ladder's steps "
+                f"9-11): a Hilbert curve has no groups, and turns at every scale")
+    work = next(w for w, (a, b) in enumerate(zip(seen, right)) if a != b)
+    return f"work item {work}: {raster_hint((work, *grid), seen[work])}"
 
 
-def random_raster_grid(rng: random.Random) -> tuple[int, int, int]:
-    """(tiles_m, tiles_n, group_n): 1-row and 1-column grids, groups that do not divide the width, groups wider than
-    the grid."""
-    tiles_m = rng.choice((1, 1, 2, 3, 5, 8, 13, 16))
-    tiles_n = rng.choice((1, 2, 3, 7, 10, 16, 21, 24))
-    group_n = rng.choice((1, 2, 3, 4, 5, 8, tiles_n, tiles_n + 3))
-    return tiles_m, tiles_n, group_n
+def row_grouped_order(tiles_m: int, tiles_n: int, group_m: int) -> tuple[tuple[int, int], ...]:
+    """The ladder's raster (steps 9-11, `_tile_coord`): groups of `group_m` tile rows, top to bottom; inside a group,
+    column by column. To name that mistake."""
+    return tuple((m, n) for first in range(0, tiles_m, group_m) for n in range(tiles_n)
+                 for m in range(first, min(first + group_m, tiles_m)))
+
+
+def random_raster_grid(rng: random.Random) -> tuple[int, int]:
+    """(tiles_m, tiles_n): squares and powers of two, odd and partial grids (the curve's square larger than the
+    grid), 1-row and 1-column grids."""
+    extents = (1, 2, 3, 4, 5, 7, 8, 11, 13, 16, 17, 24, 31, 33)
+    return rng.choice(extents), rng.choice(extents)
+
+
+#: Grids whose curve square is far too large to walk: a raster that lists the curve's cells (one per work item, or
+#: all of them once) runs out of time; the descent takes one step per level. (tiles_m, tiles_n, work items to ask)
+HUGE_GRIDS = ((100_000, 3, (0, 1, 4114, 12345, 299_999)), (5, 70_001, (0, 7, 99_999, 350_004)),
+              (40_000, 40_000, (0, 3, 1_234_567_890, 1_599_999_999)))
 
 
 def _judge_raster(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
@@ -140,18 +197,22 @@ def _judge_raster(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str 
 
 
 raster = Check("raster", "raster", lambda: [
-    (0, 4, 6, 4), (2, 3, 5, 2), (1, 4, 6, 4), (5, 4, 6, 4), (15, 4, 6, 4), (16, 4, 6, 4), (18, 4, 6, 4), (23, 4, 6, 4),
-    (7, 3, 5, 8), (4, 1, 7, 3)], _judge_raster)
+    (1, 2, 2), (5, 4, 4), (14, 4, 4), (3, 3, 2), (4, 3, 2), (9, 5, 3), (20, 8, 8), (13, 1, 20), (2, 6, 1),
+    (60, 9, 7)], _judge_raster)
 
 # --------------------------------------------------------------------------- 8.2 the balanced persistent grid
 
 
 def reference_grid(m: int, n: int, tile_m: int, tile_n: int, sms: int, cluster_m: int, cluster_n: int,
                    max_clusters: int | None = None) -> tuple[int, int, float]:
-    """(clusters launched, waves, efficiency) of the balanced persistent grid; ValueError on bad input.
+    """(clusters launched, waves, efficiency) of the balanced persistent grid, the efficiency being the share of the
+    launched CTAs' tile slots, over all waves, that computes elements of C (tile, wave and cluster quantization
+    together); ValueError on bad input.
 
     >>> reference_grid(4096, 4096, 128, 256, 132, 2, 1)  # step 10 at 4096³: 256 cluster tiles, 4 waves of 64
     (64, 4, 1.0)
+    >>> reference_grid(4100, 4096, 128, 256, 132, 2, 1)[:2]  # 33 tile rows: 17 cluster rows, 272 items, 5 waves
+    (55, 5)
     """
     sizes = dict(m=m, n=n, tile_m=tile_m, tile_n=tile_n, sms=sms, cluster_m=cluster_m, cluster_n=cluster_n)
     if max_clusters is not None:
@@ -161,12 +222,11 @@ def reference_grid(m: int, n: int, tile_m: int, tile_n: int, sms: int, cluster_m
         raise ValueError(f"{bad}={sizes[bad]} must be at least 1")
     if sms < cluster_m * cluster_n:
         raise ValueError(f"sms={sms} cannot hold one {cluster_m} x {cluster_n} cluster")
-    tiles = _cdiv(m, tile_m) * _cdiv(n, tile_n)
     items = _cdiv(_cdiv(m, tile_m), cluster_m) * _cdiv(_cdiv(n, tile_n), cluster_n)
     fit = min(sms // (cluster_m * cluster_n), max_clusters or sms)
     waves = _cdiv(items, fit)
     clusters = _cdiv(items, waves)
-    return clusters, waves, tiles / (waves * clusters * cluster_m * cluster_n)
+    return clusters, waves, m * n / (waves * clusters * cluster_m * cluster_n * tile_m * tile_n)
 
 
 def _close(a: Any, b: float) -> bool:
@@ -205,14 +265,15 @@ def grid_hint(case: tuple[Any, ...], value: Any) -> str | None:
         return f"{clusters} clusters cannot take all {items} cluster work items in {waves} waves"
     if _close(efficiency, want_efficiency):
         return None
+    tiles = _cdiv(m, tile_m) * _cdiv(n, tile_n)
     if _close(efficiency, items / (waves * clusters)):
-        return ("efficiency counts cluster work items; a cluster at the matrix's edge may hang over it, so count "
-                "the CTA-tile slots and the tiles that lie in the matrix")
-    if _close(efficiency, m * n / (waves * clusters * size * tile_m * tile_n)):
-        return ("efficiency counts elements; this exercise counts CTA tiles: a tile that lies in the matrix is "
-                "useful work even where it hangs over the edge")
-    return (f"clusters and waves are right, but efficiency={efficiency!r}: the share of the CTA-tile slots of all "
-            f"waves that compute a tile of the matrix")
+        return ("efficiency counts cluster work items; a cluster at the matrix's edge may hang over it, and so may "
+                "a tile: count the elements of C that the CTAs' tile slots compute")
+    if _close(efficiency, tiles / (waves * clusters * size)):
+        return ("efficiency counts whole tiles: a tile that hangs over the matrix's edge computes padding there "
+                "(tile quantization); count the elements of C, not the tiles")
+    return (f"clusters and waves are right, but efficiency={efficiency!r}: the share of the launched CTAs' "
+            f"tile slots, over all waves, that computes elements of C")
 
 
 def random_grid_case(rng: random.Random) -> tuple[Any, ...]:
@@ -366,98 +427,3 @@ choose = Check("choose", "choose", lambda: [
     (90, (4096, 4100, 4096), ("k", "k"), 16, "bfloat16"), (86, (1000, 999, 64), ("m", "k"), 16, "float16"),
     (90, (8192, 8192, 8192), ("k", "k"), 16, "float8_e4m3fn"), (100, (4096, 4096, 4096), ("k", "k"), 4, "float16"),
     (89, (4096, 4096, 4096), ("k", "k"), 16, "float16")], _judge_choice)
-
-# --------------------------------------------------------------------------- 8.4 the bound
-
-#: The Nsight Compute metric of each unit, in the rule's tie order.
-METRICS = {"tensor":
-               "sm__pipe_tensor_op_hmma_type_hmma_hgmma_qgmma_cycles_active.avg.pct_of_peak_sustained_active",
-           "dram": "dram__throughput.avg.pct_of_peak_sustained_elapsed",
-           "l2": "lts__t_sectors.avg.pct_of_peak_sustained_elapsed",
-           "shared": "l1tex__data_pipe_lsu_wavefronts_mem_shared.avg.pct_of_peak_sustained_elapsed"}
-OCCUPANCY = "sm__warps_active.avg.pct_of_peak_sustained_active"
-DURATION = "gpu__time_duration.sum"
-BOUNDS = (*METRICS, "latency")
-#: A unit at or above this % of its peak is near its speed of light: it bounds the kernel.
-SPEED_OF_LIGHT = 60.0
-
-
-def reference_bound(profile: dict[str, float]) -> str:
-    """The unit whose % of peak is highest (ties: tensor, dram, l2, shared) when it is at least 60, else "latency";
-    KeyError naming a missing unit's metric.
-
-    >>> reference_bound({**dict.fromkeys(METRICS.values(), 20.0), METRICS["dram"]: 91.0})
-    'dram'
-    """
-    percent = [float(profile[metric]) for metric in METRICS.values()]
-    top = max(percent)
-    return BOUNDS[percent.index(top)] if top >= SPEED_OF_LIGHT else "latency"
-
-
-def profile_of(tensor: float, dram: float, l2: float, shared: float, occupancy: float = 50.0,
-               duration_ns: float = 1.0e6, **extra: float) -> dict[str, float]:
-    """An ncu profile with these percentages (and any `extra` metrics, by their names)."""
-    values = dict(zip(METRICS.values(), (tensor, dram, l2, shared)))
-    return {**values, OCCUPANCY: occupancy, DURATION: duration_ns, **extra}
-
-
-def percentages(profile: dict[str, float]) -> str:
-    """A profile in a few words, for a test's message: the four units' percentages and how many other metrics."""
-    units = ", ".join(f"{unit} {profile[metric]:g} %" for unit, metric in METRICS.items() if metric in profile)
-    others = len(set(profile) - set(METRICS.values()))
-    return f"{{{units}, {others} other metrics}}"
-
-
-def bound_hint(profile: dict[str, float], value: Any) -> str | None:
-    """What is wrong with `value` as bound(profile), or None."""
-    if value not in BOUNDS:
-        return f"expected one of {', '.join(map(repr, BOUNDS))}, got {value!r}"
-    want = reference_bound(profile)
-    if value == want:
-        return None
-    top = max(profile[metric] for metric in METRICS.values())
-    if want == "latency":
-        return (f"{value!r} is at {profile[METRICS[value]]:g} % of its peak, and no unit of this profile is nearer "
-                f"its own: is a unit below the {SPEED_OF_LIGHT:g} % line what limits the kernel?")
-    if value == "latency":
-        return (f"a unit of this profile runs at or above {SPEED_OF_LIGHT:g} % of its peak: near its speed of light, "
-                f"that unit is what limits the kernel")
-    if profile[METRICS[value]] == top:
-        return f"{value!r} ties with another unit at {top:g} %: which does the rule's tie order name?"
-    return f"{value!r} is at {profile[METRICS[value]]:g} % of its peak, but another unit is busier"
-
-
-#: Metrics a real ncu report holds beside the six: the same units measured another way, which the rule ignores.
-DECOYS = {"sm__pipe_tensor_op_hmma_type_hmma_hgmma_qgmma_cycles_active.avg.pct_of_peak_sustained_elapsed": 97.0,
-          "dram__throughput.avg.pct_of_peak_sustained_active": 99.0,
-          "sm__throughput.avg.pct_of_peak_sustained_elapsed": 88.0,
-          "launch__grid_size": 132.0}
-
-
-def random_profile(rng: random.Random) -> dict[str, float]:
-    """A profile: percentages anywhere, or near the 60 % line, or tied at the top; extra metrics now and then."""
-    kind = rng.random()
-    if kind < 0.3:  # near the line
-        values = [round(rng.uniform(0, 59), 2) for _ in METRICS]
-        values[rng.randrange(4)] = rng.choice((59.99, 60.0, 60.01, 59.5, 60.5))
-    elif kind < 0.5:  # a tie at the top
-        values = [round(rng.uniform(0, 70), 1) for _ in METRICS]
-        top = round(rng.uniform(40, 95), 1)
-        for i in rng.sample(range(4), rng.choice((2, 2, 3))):
-            values[i] = top
-    else:
-        values = [round(rng.uniform(0, 100), 2) for _ in METRICS]
-    extra = DECOYS if rng.random() < 0.4 else {}
-    return profile_of(*values, occupancy=round(rng.uniform(5, 100), 1),
-                      duration_ns=float(rng.randrange(10_000, 10_000_000)), **extra)
-
-
-def _judge_bound(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
-    return bound_hint(case[0], value)
-
-
-bound = Check("bound", "bound", lambda: [
-    (profile_of(82.4, 35.1, 48.0, 61.2, 24.5, 1.42e6),), (profile_of(0.0, 91.3, 70.2, 0.0, 88.0, 3.1e5),),
-    (profile_of(41.0, 22.5, 30.4, 38.9, 12.1, 8.0e4),), (profile_of(75.0, 75.0, 40.0, 20.0, 30.0, 2.0e6),),
-    (profile_of(20.0, 55.0, 66.0, 66.0, 60.0, 5.0e5),), (profile_of(12.0, 45.0, 60.0, 59.0, 70.0, 1.0e5),),
-    (profile_of(30.0, 20.0, 40.0, 88.0, 45.0, 9.0e5, **DECOYS),)], _judge_bound)
