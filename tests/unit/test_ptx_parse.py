@@ -127,7 +127,8 @@ def test_evaluate_wraps_compares_and_selects_per_thread():
     tid = np.arange(4, dtype=np.int64)
     assert ptx.evaluate("add.s32", [tid * 0 + 2**31 - 1, tid * 0 + 1], tid).tolist() == [-(2**31)] * 4
     assert ptx.evaluate("shl.b32", [tid, tid * 0 + 3], tid).tolist() == [0, 8, 16, 24]
-    assert ptx.evaluate("setp.lo.u32", [tid - 1, tid * 0 + 2], tid).tolist() == [False, True, True, False]  # -1: 2**32 - 1
+    # unsigned, the first thread's -1 is 2**32 - 1
+    assert ptx.evaluate("setp.lo.u32", [tid - 1, tid * 0 + 2], tid).tolist() == [False, True, True, False]
     flags = np.array([True, False, True, False])
     assert ptx.evaluate("selp.b32", [tid, tid * 0 - 1, flags], tid).tolist() == [0, -1, 2, -1]
     assert ptx.evaluate("shfl.sync.idx.b32", [tid * 10, tid * 0 + 1], tid).tolist() == [10, 10, 10, 10]
