@@ -20,72 +20,48 @@ from typing import Any, Callable
 from cutecourse.grading.checks import Check
 from cutecourse.grading.checks.l05_tiled_mma import (GEMM_PTX_CASES, VECTOR, common_ptx_hint, gemm_cases,
                                                      gemm_ptx_case, judge_gemm, ptx_text)
+from cutecourse.kernels import ptx
 
 # --------------------------------------------------------------------------- which k-block each mma.sync reads
 
-_LABELS = re.compile(r"^\s*(\$[\w$]+:\s*)+")
-_GUARD = re.compile(r"^@!?%\w+\s+")
-_REGISTER = re.compile(r"%\w+")
-_ADDRESS = re.compile(r"\[\s*(%\w+)\s*(?:\+\s*(-?\d+))?\s*\]")
-_IMMEDIATE = re.compile(r"-?\d+")
-_OPERAND = re.compile(r"\{[^{}]*\}|\[[^\[\]]*\]|[^,{}\[\]]+")
-_NO_DESTINATION = ("st.", "bar.", "bra", "ret", "mbarrier.", "cp.async.commit", "cp.async.wait")
+
+def _moved(statement: ptx.Statement) -> list[str]:
+    """The register a plain move copies (``mov`` of one register into one), else none."""
+    ops = statement.operands
+    plain = statement.opcode.startswith("mov.") and len(ops) == 2 and "{" not in ops[0]
+    return [ops[1]] if plain and ptx.REGISTER.fullmatch(ops[1]) else []
 
 
-def statements(ptx: str) -> list[str]:
-    """The PTX's statements in order, each on one line, without labels or guard predicates."""
-    return [_GUARD.sub("", " ".join(_LABELS.sub("", raw.strip()).split())) for raw in ptx.split(";")]
+def _offset_from(statement: ptx.Statement) -> list[str]:
+    """The register an address is copied from or offset from by an immediate (``add`` of one), else none."""
+    sources = statement.operands[1:]
+    registers = [s for s in sources if ptx.immediate(s) is None]
+    if statement.opcode.startswith("add.") and len(sources) == 2 and len(registers) == 1:
+        return registers
+    return _moved(statement)
 
 
-def operands(statement: str) -> tuple[str, list[str]]:
-    """(opcode, operands): a vector in braces and an address in brackets are one operand each."""
-    opcode, _, rest = statement.partition(" ")
-    return opcode, [part.strip() for part in _OPERAND.findall(rest) if part.strip()]
-
-
-def _writer(stmts: list[str], register: str, before: int) -> tuple[int, str, list[str]] | None:
-    """The last statement before `before` whose destination (its first operand) holds `register`."""
-    for i in range(before - 1, -1, -1):
-        opcode, ops = operands(stmts[i])
-        if ops and not opcode.startswith(_NO_DESTINATION) and register in _REGISTER.findall(ops[0]):
-            return i, opcode, ops
+def loaded_by(stmts: list[ptx.Statement], register: str, before: int) -> int | None:
+    """The statement of the ldmatrix that wrote `register`, through plain moves; None where something else wrote it
+    (a zero, an ld.shared, an arithmetic result)."""
+    for i in ptx.trace(stmts, register, before, _moved):
+        if stmts[i].opcode.startswith("ldmatrix"):
+            return i
+        if not _moved(stmts[i]):
+            return None
     return None
 
 
-def loaded_by(stmts: list[str], register: str, before: int) -> int | None:
-    """The statement of the ldmatrix that wrote `register`, through plain moves; None where something else wrote it
-    (a zero, an ld.shared, an arithmetic result)."""
-    while True:
-        found = _writer(stmts, register, before)
-        if found is None:
-            return None
-        i, opcode, ops = found
-        if opcode.startswith("ldmatrix"):
-            return i
-        if not (opcode.startswith("mov.") and len(ops) == 2 and "{" not in ops[0] and _REGISTER.fullmatch(ops[1])):
-            return None
-        register = ops[1]
-        before = i
-
-
-def address(stmts: list[str], at: int) -> tuple[str, int]:
+def address(stmts: list[ptx.Statement], at: int) -> tuple[str, int]:
     """The shared-memory address of the ldmatrix at statement `at`: (root register, bytes added to it), following the
     moves and the additions of an immediate that computed it."""
-    match = _ADDRESS.search(operands(stmts[at])[1][1])
-    register = match.group(1)
-    offset = int(match.group(2) or 0)
-    before = at
-    while (found := _writer(stmts, register, before)) is not None:
-        i, opcode, ops = found
-        sources = ops[1:]
-        if opcode.startswith("add.") and len(sources) == 2 and sum(bool(_IMMEDIATE.fullmatch(s)) for s in sources) == 1:
-            offset += int(next(s for s in sources if _IMMEDIATE.fullmatch(s)))
-            register = next(s for s in sources if not _IMMEDIATE.fullmatch(s))
-        elif opcode.startswith("mov.") and len(sources) == 1 and _REGISTER.fullmatch(sources[0]):
-            register = sources[0]
-        else:
+    register, offset = ptx.address(stmts[at].operands[1])
+    for i in ptx.trace(stmts, register, at, _offset_from):
+        source = _offset_from(stmts[i])
+        if not source:
             break
-        before = i
+        offset += sum(ptx.immediate(s) or 0 for s in stmts[i].operands[1:])
+        register = source[0]
     return register, offset
 
 
@@ -99,15 +75,15 @@ class MmaRead:
     b: tuple[int | None, ...]
 
 
-def mma_reads(ptx: str) -> tuple[list[str], list[MmaRead]]:
+def mma_reads(code: str) -> tuple[list[ptx.Statement], list[MmaRead]]:
     """The PTX's statements and, for each mma.sync in order, where its A and B registers come from."""
-    stmts = statements(ptx)
+    stmts = ptx.statements(code)
     reads = []
     for i, statement in enumerate(stmts):
-        if statement.startswith("mma.sync"):
-            opcode, ops = operands(statement)
-            shape = re.search(r"m\d+n\d+k\d+", opcode).group()
-            a, b = (tuple(loaded_by(stmts, r, i) for r in _REGISTER.findall(op)) for op in ops[1:3])
+        if statement.opcode.startswith("mma.sync"):
+            shape = re.search(r"m\d+n\d+k\d+", statement.opcode).group()
+            a, b = (tuple(loaded_by(stmts, r, i) for r in ptx.REGISTER.findall(op))
+                    for op in statement.operands[1:3])
             reads.append(MmaRead(shape, a, b))
     return stmts, reads
 
@@ -125,10 +101,10 @@ class Mainloop:
     b_trans: bool
 
 
-def k_block_hint(ptx: str, loop: Mainloop) -> str | None:
+def k_block_hint(code: str, loop: Mainloop) -> str | None:
     """None if every mma.sync reads A and B registers loaded by ldmatrix, both of one k-block, and the MMAs of a K
     tile read each of its k-blocks equally often; else what is wrong."""
-    stmts, reads = mma_reads(ptx)
+    stmts, reads = mma_reads(code)
     if not reads:
         return "no mma.sync in the PTX: cute.gemm(tiled_mma, ...) must run in the mainloop"
     for name, side, trans in (("A", "a", loop.a_trans), ("B", "b", loop.b_trans)):
@@ -136,7 +112,7 @@ def k_block_hint(ptx: str, loop: Mainloop) -> str | None:
         if None in sources:
             return (f"an mma.sync reads {name} registers that no ldmatrix wrote: every k-block's fragment must be "
                     f"copied from shared memory (cute.copy with the tiled copy of {name}) before cute.gemm reads it")
-        plain = sorted({".trans" in stmts[s] for s in sources} - {trans})
+        plain = sorted({".trans" in stmts[s].opcode for s in sources} - {trans})
         if plain:
             major = "M" if name == "A" else "N"
             return (f"{name}'s ldmatrix {'has' if plain[0] else 'lacks'} .trans: .trans is for an operand whose "
@@ -171,8 +147,6 @@ def k_block_hint(ptx: str, loop: Mainloop) -> str | None:
 
 def _census_hint(code: str, shape: str, copies: set[str]) -> str | None:
     """The MMAs are all `shape`, and the kinds of ldmatrix are exactly `copies` (".x2.trans", ".x2", ...)."""
-    from cutecourse.kernels import ptx
-
     mine = ptx.count(code, f"mma.sync.aligned.{shape}")
     other = ptx.count(code, "mma.sync") - mine
     if not mine or other:
