@@ -244,7 +244,9 @@ def demo_ptx(folder: Path, **variant) -> str:
 
 def test_the_lessons_demo_kernel_fails_both_ptx_checks(tmp_path):
     """The demo in its RS form is the nearest code the lesson prints to 6.6's answer: one slot, one warpgroup."""
-    plain, stored, rs = demo_ptx(tmp_path), demo_ptx(tmp_path, tma_store=True), demo_ptx(tmp_path, a_regs=True)
+    plain = demo_ptx(tmp_path)
+    stored = demo_ptx(tmp_path, tma_store=True)
+    rs = demo_ptx(tmp_path, a_regs=True)
     assert "read A from shared memory" in RS.ptx_hint(plain)
     assert "has CTAs of 128 threads" in RS.ptx_hint(rs)
     assert "writes C with st.global" in STORE.ptx_hint(plain)

@@ -10,9 +10,10 @@ GEMMs, from float64 products of the inputs as the learner's process holds them; 
 
 from __future__ import annotations
 
+import functools
 import random
 import re
-from typing import Any
+from typing import Any, Callable
 
 from cutecourse import fragments as F
 from cutecourse.fragments.atoms import MmaAtom
@@ -311,3 +312,22 @@ def judge_gemm(batched: bool, suspects: str = "", a_transposed: bool = False) ->
         return gemm_hint(case, out, batched, suspects, a_transposed)
 
     return judge
+
+
+def result_hint(batched: bool, suspects: str) -> Callable[[tuple[Any, ...], Any], str | None]:
+    """``hint(case, out)``: `gemm_hint` of a kernel whose B is (K, N) where `batched`, naming `suspects` (a kernel
+    module's ``gemm_result_hint``)."""
+    return functools.partial(gemm_hint, batched=batched, suspects=suspects)
+
+
+def kernel_checks(name: str, target: str, ptx_hint: Callable[[Any], str | None],
+                  ptx_cases: Callable[[], list[tuple[Any, ...]]], gemm_cases: Callable[[], list[tuple[Any, ...]]],
+                  batched: bool, suspects: str, gpu: int) -> tuple[Check, Check]:
+    """A GEMM kernel exercise's two checks of the host `target`: ``<name>_ptx``, `ptx_hint` on the PTX it compiles
+    for each of `ptx_cases` (any machine), and ``<name>_gemm``, the real GEMMs of `gemm_cases` on a GPU of compute
+    capability `gpu`, judged by `judge_gemm` (B (K, N) where `batched`, naming `suspects`)."""
+    options = (("vector", VECTOR),)
+    return (Check(f"{name}_ptx", target, ptx_cases, lambda case, value, outputs: ptx_hint(value), via="ptx",
+                  options=options),
+            Check(f"{name}_gemm", target, gemm_cases, judge_gemm(batched, suspects), gpu=gpu, via="launch",
+                  options=options))

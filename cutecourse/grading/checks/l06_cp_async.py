@@ -16,7 +16,6 @@ import random
 import re
 from typing import Any
 
-from cutecourse.grading.checks import Check
 from cutecourse.grading.checks import l05_tiled_mma as L5
 
 TILE_M = 64  # the answer cell's CTA tile
@@ -124,9 +123,7 @@ SUSPECTS = ("; in a pipeline: is each K tile read from the slot it was copied in
             "every K tile get copied once?")
 
 
-def gemm_result_hint(case: tuple[Any, ...], out: Any) -> str | None:
-    """C = A @ B.T against the float64 product (l05's `gemm_hint`), with the pipeline's usual suspects named."""
-    return L5.gemm_hint(case, out, False, SUSPECTS)
+gemm_result_hint = L5.result_hint(False, SUSPECTS)
 
 
 def random_shapes(rng: random.Random, count: int) -> list[tuple[int, int, int]]:
@@ -146,12 +143,6 @@ SHAPES = [(1, 8, 8), (65, 72, 24), (64, 64, 64), (65, 72, (STAGES - 1) * TILE_K)
 CHECK_SHAPES = [(64, 64, 32), (100, 72, 40), (7, 8, 8), (130, 136, 264)]
 
 
-def _judge_ptx(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
-    return ptx_hint(value)
-
-
-cp_async_ptx = Check("cp_async_ptx", "multistage_host", lambda: [ptx_case(d, a) for d, a in PTX_CASES], _judge_ptx,
-                     via="ptx", options=(("vector", VECTOR),))
-cp_async_gemm = Check("cp_async_gemm", "multistage_host", lambda: cases(607, CHECK_SHAPES, "float16"),
-                      L5.judge_gemm(False, SUSPECTS),
-                      gpu=80, via="launch", options=(("vector", VECTOR),))
+cp_async_ptx, cp_async_gemm = L5.kernel_checks("cp_async", "multistage_host", ptx_hint,
+                                               lambda: [ptx_case(d, a) for d, a in PTX_CASES],
+                                               lambda: cases(607, CHECK_SHAPES, "float16"), False, SUSPECTS, gpu=80)

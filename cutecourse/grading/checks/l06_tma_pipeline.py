@@ -6,7 +6,7 @@ named barrier says its four warps are done with it.
 Its PTX on any machine: the instructions of the hand-off and the 288-thread CTA; in the consumers' loop, the release
 (the plain ``mbarrier.arrive``) after a ``wgmma.wait_group`` since the batch's commit and after a named barrier
 (``bar.sync id, 128``) that is not one id for both warpgroups nor the CTA's barrier 0; a released slot other than the
-one just waited for (the index register of its mbarrier address, traced as ``l06_wgmma_rs.slot_register`` does); and
+one just waited for (the index register of its mbarrier address, traced by `slot_register`); and
 no release on the loop's first pass, when no batch has retired (the loop's first pass evaluated: registers the PTX
 sets to constants before the loop, then the loop's arithmetic, compares and branches up to the release). On a Hopper
 GPU, real GEMMs: ``C = A @ B`` for a row-major A (M, K) and a row-major, so N-major, B (K, N), fp16 or bf16, into a
@@ -20,12 +20,12 @@ same hints and generators on shapes the notebook never shows.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Callable
 
-from cutecourse.grading.checks import Check
 from cutecourse.grading.checks import l05_tiled_mma as L5
-from cutecourse.grading.checks.l05_tiled_mma import VECTOR
+from cutecourse.kernels import ptx
 
+VECTOR = L5.VECTOR  # 16-bit elements per 16-byte vector: N and K are multiples of it
 #: (dtype, arch) of the PTX check: wgmma and TMA exist on sm_90a only.
 PTX_CASES = [("float16", "sm_90a"), ("bfloat16", "sm_90a")]
 #: The CTA the exercise asks for: two consumer warpgroups and one producer warp.
@@ -53,13 +53,21 @@ def block_threads(code: str) -> int | None:
     return size
 
 
+def threads_hint(code: str, threads: int, cta: str) -> str | None:
+    """None if the PTX declares CTAs of `threads` threads; else what it declares, and what the exercise's CTA is
+    (`cta`: its size and what its threads do)."""
+    have = block_threads(code)
+    if have == threads:
+        return None
+    have = "declares no CTA size" if have is None else f"has CTAs of {have} threads"
+    return f"the kernel {have} (.reqntid in the PTX); this exercise's CTA is {cta}"
+
+
 def ptx_hint(code: Any) -> str | None:
     """What the PTX of a 6.5 answer lacks, or None: wgmma and TMA, no mma.sync/ldmatrix, 288 threads (two consumer
     warpgroups and the producer warp), mbarriers initialised, a full barrier armed with TMA's bytes, a plain arrive
     that releases an empty slot, waits on both sides of the hand-off, and the consumers' release in its order (see the
     module's docstring)."""
-    from cutecourse.kernels import ptx
-
     code = L5.ptx_text(code)
     if code is None:
         return "expected the PTX text (a str with an .entry)"
@@ -72,12 +80,10 @@ def ptx_hint(code: Any) -> str | None:
     if not ptx.count(code, "cp.async.bulk.tensor"):
         return ("no TMA load (cp.async.bulk.tensor) in the PTX: the producer warp must issue cute.copy with tma_atom_a "
                 "and tma_atom_b into the slot, with tma_bar_ptr naming the barrier that counts the bytes")
-    threads = block_threads(code)
-    if threads != TMA_THREADS:
-        have = "declares no CTA size" if threads is None else f"has CTAs of {threads} threads"
-        return (f"the kernel {have} (.reqntid in the PTX); this exercise's CTA is {TMA_THREADS} threads: two consumer "
-                f"warpgroups (warps 0-7) and a producer warp (warp 8) that only issues TMA. Launch with "
-                f"block=(TMA_THREADS, 1, 1)")
+    hint = threads_hint(code, TMA_THREADS, f"{TMA_THREADS} threads: two consumer warpgroups (warps 0-7) and a "
+                        f"producer warp (warp 8) that only issues TMA. Launch with block=(TMA_THREADS, 1, 1)")
+    if hint:
+        return hint
     if not ptx.count(code, "mbarrier.init"):
         return "no mbarrier.init in the PTX: every full and empty barrier needs its arrival count before first use"
     if not ptx.count(code, "mbarrier.arrive.expect_tx"):
@@ -94,10 +100,53 @@ def ptx_hint(code: Any) -> str | None:
     return _release_hint(code.splitlines())
 
 
+def index_of(lines: list[str], after: int, test: Callable[[str], bool], before: int | None = None) -> int:
+    """The first line from `after` on (up to `before`, else the end) that passes `test`; that end if none does."""
+    end = len(lines) if before is None else before
+    return next((i for i in range(after, end) if test(lines[i])), end)
+
+
+def is_wait(line: str) -> bool:
+    """Whether `line` waits on an mbarrier."""
+    return "mbarrier.try_wait" in line or "mbarrier.test_wait" in line
+
+
+def is_release(line: str) -> bool:
+    """Whether `line` is a plain arrive on an mbarrier (a release; not the producer's expect_tx)."""
+    return "mbarrier.arrive" in line and "expect_tx" not in line
+
+
+#: What computes a barrier's address from its slot's index.
+_SLOT_ARITHMETIC = ("add", "shl", "mul", "mov", "cvt", "or")
+
+
+def _slot_sources(statement: ptx.Statement) -> list[str]:
+    return [o for o in statement.operands[1:] if o.startswith("%")] if statement.opcode.startswith(
+        _SLOT_ARITHMETIC) else []
+
+
+def slot_register(lines: list[str], at: int) -> str | None:
+    """The register that selects the slot of the mbarrier operand of the statement on line `at`: its address register
+    traced back through the ``add``/``shl``/``mul``/``mov``/``cvt``/``or`` that computed it to the one shifted or
+    multiplied by 8 (a barrier is 8 bytes), or None where the trace finds none."""
+    stmts = ptx.statements("\n".join(lines))
+    here = next((i for i, statement in enumerate(stmts) if statement.line == at), None)
+    if here is None:
+        return None
+    bases = [found[0] for o in stmts[here].operands if (found := ptx.address(o)) and found[0].startswith("%")]
+    if not bases:
+        return None
+    for i in ptx.trace(stmts, bases[0], here, _slot_sources):
+        opcode, operands = stmts[i].opcode, stmts[i].operands
+        if opcode.startswith(("shl", "mul")) and operands[-1] in ("3", "8"):
+            return operands[1]
+    return None
+
+
 _NAMED = re.compile(r"^\s*(?:@!?%\w+\s+)?(?:bar|barrier)\.sync(?:\.aligned)?\s+(%?\w+)\s*(?:,\s*(%?\w+))?\s*;")
 _LABEL = re.compile(r"^(\$L\w+):")
-_BRANCH = re.compile(r"^\s*@(!?)(%p\d+)\s+bra(?:\.uni)?\s+(\$L\w+)\s*;")
-_JUMP = re.compile(r"^\s*bra(?:\.uni)?\s+(\$L\w+)\s*;")
+_PREDICATE = re.compile(r"!?%p\d+")
+_REGISTER = re.compile(r"%\w+")
 _INT = re.compile(r"^-?\d+$")
 
 
@@ -106,11 +155,9 @@ def _release_hint(lines: list[str]) -> str | None:
     memory asynchronously: before that wait TMA could refill a slot it still reads), after the warpgroup's named
     barrier, of a slot other than the one just waited for, and not on the loop's first pass; the accumulators stored
     only after ``wgmma.wait_group 0``."""
-    from cutecourse.grading.checks.l06_wgmma_rs import _index, _is_release, _is_wait, slot_register
-
-    commit = _index(lines, 0, lambda line: "wgmma.commit_group" in line)
-    release = _index(lines, commit, _is_release)
-    retire = _index(lines, commit, lambda line: "wgmma.wait_group" in line)
+    commit = index_of(lines, 0, lambda line: "wgmma.commit_group" in line)
+    release = index_of(lines, commit, is_release)
+    retire = index_of(lines, commit, lambda line: "wgmma.wait_group" in line)
     if commit == len(lines) or retire > release:
         return ("the consumers release a slot (the plain mbarrier.arrive on empty) with no warpgroup.wait_group "
                 "after their batch's commit: wgmma reads shared memory asynchronously, so TMA could refill the slot "
@@ -134,7 +181,7 @@ def _release_hint(lines: list[str]) -> str | None:
         return (f"both consumer warpgroups meet at named barrier {next(iter(ids))}: a barrier completes with the "
                 f"first {WARPGROUP} threads that reach it, from either warpgroup, so a leader may release a slot that "
                 f"its own warps still read. Each warpgroup needs a barrier of its own")
-    head = max((i for i in range(release) if _is_wait(lines[i])), default=None)  # the wait for a full slot
+    head = max((i for i in range(release) if is_wait(lines[i])), default=None)  # the wait for a full slot
     if head is not None:
         waited, released = slot_register(lines, head), slot_register(lines, release)
         if waited is not None and waited == released:
@@ -144,7 +191,7 @@ def _release_hint(lines: list[str]) -> str | None:
             return ("on the loop's first k-tile the consumers release a slot too: no batch has retired yet, so that "
                     "arrival counts toward a use of the slot that has not happened, and the producer may refill it "
                     "while a later batch reads it. What is there to release on the first k-tile?")
-    store = _index(lines, commit, lambda line: "st.global" in line)
+    store = index_of(lines, commit, lambda line: "st.global" in line)
     if not any(re.search(r"wgmma\.wait_group\S*\s+0\s*;", line) for line in lines[commit:store]):
         return ("the epilogue stores the accumulators with no warpgroup.wait_group(0) before it: the last batches of "
                 "wgmma may still be writing them")
@@ -156,6 +203,8 @@ def _released_on_first_pass(lines: list[str], wait: int, commit: int, release: i
     the loop's registers at the constants the PTX sets before it. False where it is no loop, where a batch is
     committed before it (its first k-tile peeled off: the loop's first pass is not the first k-tile), or where a
     branch the first pass takes (its predicate known) jumps over the release."""
+    import numpy as np
+
     labels = {m.group(1): i for i, line in enumerate(lines) if (m := _LABEL.match(line))}
     head = max((i for i in labels.values() if i < wait), default=None)
     if head is None or any("wgmma.commit_group" in line for line in lines[:head]):
@@ -164,59 +213,45 @@ def _released_on_first_pass(lines: list[str], wait: int, commit: int, release: i
     back = next((i for i in range(release, len(lines)) if name in lines[i] and "bra" in lines[i]), None)
     if back is None:
         return False
-    known: dict[str, int | bool] = {}
-    for line in lines[:head]:
-        _assign(line, known, constants_only=True)
-    i = head + 1
-    while i < release:
-        line = lines[i]
-        branch = _BRANCH.match(line)
-        if branch and branch.group(2) in known and branch.group(3) in labels:
-            taken = known[branch.group(2)] != (branch.group(1) == "!")
-            target = labels[branch.group(3)]
+    stmts = ptx.statements("\n".join(lines))
+    one = np.zeros(1, dtype=np.int64)  # the first pass of one thread: every value an array of one
+    known: dict[str, object] = {}
+    for statement in stmts:
+        if statement.line < head:
+            _assign(statement, known, one, constants_only=True)
+    k = next((k for k, statement in enumerate(stmts) if statement.line > head), len(stmts))
+    while k < len(stmts) and stmts[k].line < release:
+        statement = stmts[k]
+        guard, target = statement.guard or "", labels.get((statement.operands or ("",))[0])
+        if statement.opcode in ("bra", "bra.uni") and _PREDICATE.fullmatch(guard) and guard.lstrip("!") in known \
+                and target is not None:
+            taken = bool(known[guard.lstrip("!")][0]) != guard.startswith("!")
             if taken and release < target <= back + 1:
                 return False
-            if taken and i < target < release:
-                i = target
+            if taken and statement.line < target < release:
+                k = next((k for k, later in enumerate(stmts) if later.line > target), len(stmts))
                 continue
-        _assign(line, known, constants_only=False)
-        i += 1
+        _assign(statement, known, one, constants_only=False)
+        k += 1
     return True
 
 
-_DEF = re.compile(r"^\s*(?:@!?%\w+\s+)?([a-z][\w.]*)\s+(%\w+)\s*,\s*(.*?);")
-_COMPARE = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
-            "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b}
-_ARITHMETIC = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-               "shl": lambda a, b: a << b, "and": lambda a, b: a & b, "or": lambda a, b: a | b}
-
-
-def _assign(line: str, known: dict[str, int | bool], constants_only: bool) -> None:
-    """Update `known` (register -> value) with the definition on `line`: its value where it is a constant or a copy
-    of a known one (or, unless `constants_only`, arithmetic, a compare or a select of known values), else the
-    register forgotten."""
-    d = _DEF.match(line)
-    if d is None:
+def _assign(statement: ptx.Statement, known: dict[str, object], one: object, constants_only: bool) -> None:
+    """Update `known` (register -> its value, an array of one) with what `statement` writes to a register: its value
+    where it is a constant or a copy of a known one (or, unless `constants_only`, what `ptx.evaluate` computes from
+    known values), else the register forgotten."""
+    if statement.opcode.startswith(".") or len(statement.operands) < 2 or not _REGISTER.fullmatch(
+            statement.operands[0]):
         return
-    op, reg = d.group(1), d.group(2)
-    args = [a.strip() for a in d.group(3).split(",")]
-    values = [int(a) if _INT.match(a) else known.get(a) for a in args]
-    value: int | bool | None = None
-    kind = op.split(".")[0]
-    if kind == "mov" and len(values) == 1 and isinstance(values[0], int):
-        value = values[0]
-    elif constants_only:
-        value = None
-    elif kind in _ARITHMETIC and len(values) == 2 and all(isinstance(v, int) for v in values):
-        value = _ARITHMETIC[kind](values[0], values[1])
-    elif kind == "setp" and len(values) == 2 and all(isinstance(v, int) for v in values):
-        value = _COMPARE[op.split(".")[1]](values[0], values[1]) if op.split(".")[1] in _COMPARE else None
-    elif kind == "selp" and len(values) == 3 and isinstance(values[2], bool) and isinstance(values[0], int):
-        value = values[0] if values[2] else values[1]
-    if value is None:
-        known.pop(reg, None)
+    args = [one + value if (value := ptx.immediate(a)) is not None else known.get(a) for a in statement.operands[1:]]
+    if constants_only:
+        value = args[0] if statement.opcode.split(".")[0] == "mov" and len(args) == 1 else None
     else:
-        known[reg] = value
+        value = ptx.evaluate(statement.opcode, args, one)
+    if value is None:
+        known.pop(statement.operands[0], None)
+    else:
+        known[statement.operands[0]] = value
 
 
 def ptx_case(dtype: str, arch: str) -> tuple[Any, ...]:
@@ -234,16 +269,6 @@ def cases(seed: int, shapes: list[tuple[int, int, int]], dtype: str) -> list[tup
 SUSPECTS = "; in a ring also: is a slot read before its k-tile landed, or refilled before its wgmmas were done?"
 
 
-def gemm_result_hint(case: tuple[Any, ...], out: Any) -> str | None:
-    """`out` (C after the launch) against A @ B in float64 (lesson 5's bounds, B (K, N)), or None."""
-    return L5.gemm_hint(case, out, True, SUSPECTS)
-
-
-def _judge_ptx(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
-    return ptx_hint(value)
-
-
-tma_ptx = Check("tma_ptx", "tma_host", lambda: [ptx_case(d, a) for d, a in PTX_CASES], _judge_ptx, via="ptx",
-                options=(("vector", VECTOR),))
-tma_gemm = Check("tma_gemm", "tma_host", lambda: cases(65, SHAPES, "float16"), L5.judge_gemm(True, SUSPECTS),
-                 gpu=90, via="launch", options=(("vector", VECTOR),))
+gemm_result_hint = L5.result_hint(True, SUSPECTS)
+tma_ptx, tma_gemm = L5.kernel_checks("tma", "tma_host", ptx_hint, lambda: [ptx_case(d, a) for d, a in PTX_CASES],
+                                     lambda: cases(65, SHAPES, "float16"), True, SUSPECTS, gpu=90)

@@ -16,10 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from cutecourse.grading.checks import Check
 from cutecourse.grading.checks import l05_tiled_mma as L5
 from cutecourse.grading.checks.l05_tiled_mma import VECTOR
-from cutecourse.grading.checks.l06_tma_pipeline import PTX_CASES, block_threads, cases, ptx_case
+from cutecourse.grading.checks.l06_tma_pipeline import PTX_CASES, cases, ptx_case, threads_hint
 
 __all__ = ["VECTOR", "PTX_CASES", "ptx_case"]
 
@@ -55,11 +54,10 @@ def ptx_hint(code: Any) -> str | None:
         return "expected the PTX text (a str with an .entry)"
     if not ptx.count(code, "wgmma.mma_async"):
         return "no wgmma.mma_async in the PTX: keep the given mainloop"
-    threads = block_threads(code)
-    if threads != STORE_THREADS:
-        have = "declares no CTA size" if threads is None else f"has CTAs of {threads} threads"
-        return (f"the kernel {have} (.reqntid in the PTX); this exercise's CTA is one warpgroup of {STORE_THREADS} "
-                f"threads. Launch with block=(STORE_THREADS, 1, 1)")
+    hint = threads_hint(code, STORE_THREADS, f"one warpgroup of {STORE_THREADS} threads. Launch with "
+                        f"block=(STORE_THREADS, 1, 1)")
+    if hint:
+        return hint
     if ptx.count(code, "st.global"):
         return ("the PTX writes C with st.global: in this exercise C leaves shared memory through TMA stores only "
                 "(cute.copy with tma_atom_c from sC)")
@@ -114,16 +112,7 @@ SUSPECTS = ("; in a TMA-store epilogue also: is each slab written, fenced and sy
             "the buffer free again before the next slab overwrites it?")
 
 
-def gemm_result_hint(case: tuple[Any, ...], out: Any) -> str | None:
-    """`out` (C after the launch) against A @ B in float64 (lesson 5's bounds, B (K, N)), or None."""
-    return L5.gemm_hint(case, out, True, SUSPECTS)
-
-
-def _judge_ptx(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
-    return ptx_hint(value)
-
-
-tma_store_ptx = Check("tma_store_ptx", "store_host", lambda: [ptx_case(d, a) for d, a in PTX_CASES], _judge_ptx,
-                      via="ptx", options=(("vector", VECTOR),))
-tma_store_gemm = Check("tma_store_gemm", "store_host", lambda: cases(67, SHAPES, "float16"),
-                       L5.judge_gemm(True, SUSPECTS), gpu=90, via="launch", options=(("vector", VECTOR),))
+gemm_result_hint = L5.result_hint(True, SUSPECTS)
+tma_store_ptx, tma_store_gemm = L5.kernel_checks("tma_store", "store_host", ptx_hint,
+                                                 lambda: [ptx_case(d, a) for d, a in PTX_CASES],
+                                                 lambda: cases(67, SHAPES, "float16"), True, SUSPECTS, gpu=90)

@@ -20,12 +20,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from cutecourse.grading.checks import Check
 from cutecourse.grading.checks import l05_tiled_mma as L5
 from cutecourse.grading.checks.l05_tiled_mma import VECTOR
-from cutecourse.grading.checks.l06_tma_pipeline import PTX_CASES, block_threads, cases, ptx_case
+from cutecourse.grading.checks.l06_tma_pipeline import (PTX_CASES, cases, index_of, is_release, is_wait, ptx_case,
+                                                        slot_register, threads_hint)
+from cutecourse.kernels import ptx
 
-__all__ = ["VECTOR", "PTX_CASES", "ptx_case"]
+__all__ = ["VECTOR", "PTX_CASES", "ptx_case", "slot_register"]
 
 #: The exercise's CTA (a consumer warpgroup and a producer warp), its ring and k-tile.
 RS_THREADS = 128 + 32
@@ -35,76 +36,32 @@ RS_STAGES, RS_TILE_K = 4, 64
 SHAPES = [(128, 128, 64), (100, 72, 40), (7, 8, 8), (130, 136, 520), (257, 264, 264), (96, 120, 8192)]
 
 _WAIT = re.compile(r"wgmma\.wait_group\S*\s+(\d+)\s*;")
-_ADDRESS = re.compile(r"\[\s*(%\w+)")
-_DEF = re.compile(r"^\s*(?:@!?%\w+\s+)?([a-z][\w.]*)\s+(%\w+)\s*,\s*(.*?);")
-
-
-def _index(lines: list[str], after: int, test, before: int | None = None) -> int:
-    end = len(lines) if before is None else before
-    return next((i for i in range(after, end) if test(lines[i])), end)
-
-
-def _is_wait(line: str) -> bool:
-    return "mbarrier.try_wait" in line or "mbarrier.test_wait" in line
-
-
-def _is_release(line: str) -> bool:
-    return "mbarrier.arrive" in line and "expect_tx" not in line
 
 
 def _is_a_load(line: str) -> bool:
     return bool(re.match(r"\s*(?:@!?%\w+\s+)?(ld\.shared|ldmatrix)", line))
 
 
-def slot_register(lines: list[str], at: int) -> str | None:
-    """The register that selects the slot of the mbarrier operand on line `at`: its address register traced back
-    through the ``add``/``shl``/``mul``/``mov``/``cvt`` that computed it to the one shifted or multiplied by 8 (a
-    barrier is 8 bytes), or None where the trace finds none."""
-    match = _ADDRESS.search(lines[at])
-    if match is None:
-        return None
-    todo, seen = [match.group(1)], set()
-    while todo:
-        reg = todo.pop()
-        if reg in seen:
-            continue
-        seen.add(reg)
-        for i in range(at - 1, -1, -1):
-            d = _DEF.match(lines[i])
-            if d is None or d.group(2) != reg:
-                continue
-            op, operands = d.group(1), [o.strip() for o in d.group(3).split(",")]
-            if op.startswith(("shl", "mul")) and operands[-1] in ("3", "8"):
-                return operands[0]
-            if op.startswith(("add", "shl", "mul", "mov", "cvt", "or")):
-                todo += [o for o in operands if o.startswith("%")]
-            break
-    return None
-
-
 def ptx_hint(code: Any) -> str | None:
     """What the PTX of a 6.6 answer lacks, or None (see the module's docstring)."""
-    from cutecourse.kernels import ptx
-
     code = L5.ptx_text(code)
     if code is None:
         return "expected the PTX text (a str with an .entry)"
     if ptx.count(code, "mma.sync"):
         return "the PTX has mma.sync: the consumers multiply with wgmma (cute.gemm with the given tiled_mma)"
     lines = code.splitlines()
-    first_mma = _index(lines, 0, lambda line: "wgmma.mma_async" in line)
+    first_mma = index_of(lines, 0, lambda line: "wgmma.mma_async" in line)
     if first_mma == len(lines):
         return "no wgmma.mma_async in the PTX: the consumers' loop must run cute.gemm(tiled_mma, ...) per k-block"
     if lines[first_mma].split("}", 1)[1].lstrip(" ,\t").startswith("%rd"):
         return ("the wgmmas read A from shared memory (a descriptor): this exercise's A comes from registers, the "
                 "fragment tCrA, which the loop fills from the slot")
-    threads = block_threads(code)
-    if threads != RS_THREADS:
-        have = "declares no CTA size" if threads is None else f"has CTAs of {threads} threads"
-        return (f"the kernel {have} (.reqntid in the PTX); this exercise's CTA is {RS_THREADS} threads: the "
-                f"consumer warpgroup and the producer warp. Launch with block=(RS_THREADS, 1, 1)")
+    hint = threads_hint(code, RS_THREADS, f"{RS_THREADS} threads: the consumer warpgroup and the producer warp. "
+                        f"Launch with block=(RS_THREADS, 1, 1)")
+    if hint:
+        return hint
     # The consumers' loop starts at their wait for a full slot: the last mbarrier wait before the first wgmma.
-    loop = max((i for i in range(first_mma) if _is_wait(lines[i])), default=None)
+    loop = max((i for i in range(first_mma) if is_wait(lines[i])), default=None)
     if loop is None:
         return ("no mbarrier wait before the first wgmma: the consumers must wait until a slot is full "
                 "(consumer_wait) before they read it")
@@ -118,7 +75,7 @@ def ptx_hint(code: Any) -> str | None:
         said = f"a warpgroup.wait_group({waits[-1]})" if waits else "no warpgroup.wait_group"
         return (f"the loop loads A's registers with {said} before it: the batch issued on the last k-tile reads "
                 f"those registers asynchronously and may still be running")
-    release = _index(lines, loop, _is_release, before=first_mma)
+    release = index_of(lines, loop, is_release, before=first_mma)
     if release == first_mma or release > loads[0]:
         where = "after this k-tile's loads" if release < first_mma else "nowhere before this k-tile's wgmmas"
         return (f"the loop releases a slot (consumer_release: the plain mbarrier.arrive on empty) {where}; release "
@@ -135,10 +92,10 @@ def ptx_hint(code: Any) -> str | None:
         return ("no wgmma.fence between the loads of A's registers and the first wgmma: the loads are register "
                 "writes, and wgmma reads its registers asynchronously; ptxas would inject a fence and warn, but the "
                 "kernel you wrote has the hazard")
-    commit = _index(lines, first_mma, lambda line: "wgmma.commit_group" in line)
+    commit = index_of(lines, first_mma, lambda line: "wgmma.commit_group" in line)
     if commit == len(lines):
         return "no wgmma.commit_group after the batch: wait_group counts committed groups, so no wait can retire it"
-    store = _index(lines, commit, lambda line: "st.global" in line)
+    store = index_of(lines, commit, lambda line: "st.global" in line)
     if not any((m := _WAIT.search(line)) and m.group(1) == "0" for line in lines[commit:store]):
         return ("the epilogue stores the accumulators with no warpgroup.wait_group(0) before it: the last batch may "
                 "still be writing them (ptxas would inject the wait; the kernel you wrote reads them early)")
@@ -150,16 +107,6 @@ SUSPECTS = ("; in the RS form also: are A's registers reloaded only after the ba
             "a slot released only once no batch reads it?")
 
 
-def gemm_result_hint(case: tuple[Any, ...], out: Any) -> str | None:
-    """`out` (C after the launch) against A @ B in float64 (lesson 5's bounds, B (K, N)), or None."""
-    return L5.gemm_hint(case, out, True, SUSPECTS)
-
-
-def _judge_ptx(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
-    return ptx_hint(value)
-
-
-rs_ptx = Check("rs_ptx", "rs_host", lambda: [ptx_case(d, a) for d, a in PTX_CASES], _judge_ptx, via="ptx",
-               options=(("vector", VECTOR),))
-rs_gemm = Check("rs_gemm", "rs_host", lambda: cases(66, SHAPES, "float16"), L5.judge_gemm(True, SUSPECTS), gpu=90,
-                via="launch", options=(("vector", VECTOR),))
+gemm_result_hint = L5.result_hint(True, SUSPECTS)
+rs_ptx, rs_gemm = L5.kernel_checks("rs", "rs_host", ptx_hint, lambda: [ptx_case(d, a) for d, a in PTX_CASES],
+                                   lambda: cases(66, SHAPES, "float16"), True, SUSPECTS, gpu=90)
