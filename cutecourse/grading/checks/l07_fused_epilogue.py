@@ -22,6 +22,7 @@ shapes the notebook never shows.
 
 from __future__ import annotations
 
+import collections
 import random
 import re
 from typing import Any, NamedTuple
@@ -29,6 +30,7 @@ from typing import Any, NamedTuple
 from cutecourse.grading import wire
 from cutecourse.grading.checks import Check, input_of, relative_error
 from cutecourse.grading.checks import l05_tiled_mma as L5
+from cutecourse.kernels import ptx
 
 TILE_M = 64  # the answer cells' CTA tile
 TILE_N = 64
@@ -56,8 +58,6 @@ _GLOBAL = re.compile(r"^\s*(@!?%\w+\s+)?(ld|st)\.global(\.\w+)*\s", re.MULTILINE
 def _kernel_ptx(code: Any) -> tuple[str, str | None]:
     """The PTX text of `code`, and what is wrong with it as one of this lesson's kernels (one kernel, with the given
     mainloop's m16n8k16 MMAs), or None."""
-    from cutecourse.kernels import ptx
-
     text = L5.ptx_text(code)
     if text is None:
         return "", "expected the PTX text (a str with an .entry)"
@@ -121,7 +121,6 @@ def _epilogue_start(lines: list[str]) -> int:
 
 
 _PARAM_LOAD = re.compile(r"^\s*(?:@!?%\w+\s+)?ld\.param\S*\s+(\{[^}]*\}|%\w+)\s*,\s*\[\w+?_param_(\d+)")
-_REGISTER = re.compile(r"%\w+")
 
 
 class Read(NamedTuple):
@@ -151,14 +150,14 @@ def _trace(code: str) -> tuple[list[Read], list[tuple[int, int, set[int]]]]:
             skips.append((i, labels[branch.group(1)], guarded_by))
         loaded = _PARAM_LOAD.match(text)
         if loaded:
-            for register in _REGISTER.findall(loaded.group(1)):
+            for register in ptx.REGISTER.findall(loaded.group(1)):
                 sources[register] = {int(loaded.group(2))}
             continue
         if text.startswith("ld.global"):
             address = text[text.index("["):]
-            reads.append(Read(i, set().union(*(sources.get(r, set()) for r in _REGISTER.findall(address))),
+            reads.append(Read(i, set().union(*(sources.get(r, set()) for r in ptx.REGISTER.findall(address))),
                               guarded_by))
-        registers = _REGISTER.findall(text)
+        registers = ptx.REGISTER.findall(text)
         if registers and not text.startswith(("st.", "bra", "bar")):
             dest, used = registers[0], registers[1:]
             sources[dest] = sources.get(dest, set()).union(*(sources.get(r, set()) for r in used))
@@ -363,169 +362,72 @@ def fused_hint(case: tuple[Any, ...], out: Any) -> str | None:
 
 
 THREADS = 32 * WARPS_M  # the given host's CTA
-_OPCODE = re.compile(r"^\s*(?:@(!?)(%\w+)\s+)?([a-z][\w.:]*)\s+(.*?)\s*;\s*(?://.*)?$")
-_TYPE = re.compile(r"^(?:[bsu](?:8|16|32|64)|pred)$")
 _SPECIAL = {"%tid.x": lambda t: t, "%laneid": lambda t: t % 32, "%warpid": lambda t: t // 32,
             "%ntid.x": lambda t: t * 0 + THREADS}
 _SHARED_ACCESS = re.compile(r"^(?:st|ld)\.shared\b|^(?:stmatrix|ldmatrix)\.")
 
 
-def _split_operands(text: str) -> list[str]:
-    """The operands of an instruction, braces (vectors) and brackets (addresses) kept whole."""
-    out: list[str] = []
-    depth = 0
-    current = ""
-    for ch in text:
-        if ch in "{[":
-            depth += 1
-        elif ch in "}]":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append(current.strip())
-            current = ""
-        else:
-            current += ch
-    return out + [current.strip()] if current.strip() else out
-
-
-def _wrap(value: Any, bits: int, signed: bool) -> Any:
-    """`value` (int64 array) as a `bits`-wide integer, signed or not."""
-    import numpy as np
-
-    if bits >= 64:
-        return value
-    value = np.bitwise_and(value, (1 << bits) - 1)
-    return np.where(value >= 1 << (bits - 1), value - (1 << bits), value) if signed else value
-
-
-def _thread_values(lines: list[str]) -> tuple[dict[str, Any], Any]:
+def _thread_values(stmts: list[ptx.Statement]) -> tuple[dict[str, Any], Any]:
     """Every integer and predicate register's value in each of the CTA's threads (numpy arrays over the thread
-    index), for registers written once in the kernel, following mov, add, mul, mad, shifts, logic, selp, setp, cvt
-    and shfl from %tid.x and immediates; a shared-memory symbol stands for its window's start (0). Registers written
-    more than once (a loop's counters) and values loaded from memory or computed in floating point are unknown
-    (absent). Branches are not followed: every instruction counts as executed."""
+    index), for registers written once in the kernel, following what `ptx.evaluate` follows (mov, add, mul, mad,
+    shifts, logic, selp, setp, cvt and shfl) from %tid.x and immediates; a shared-memory symbol stands for its
+    window's start (0). Registers written more than once (a loop's counters) and values loaded from memory or
+    computed in floating point are unknown (absent). Branches are not followed: every instruction counts as
+    executed."""
     import numpy as np
 
     tid = np.arange(THREADS, dtype=np.int64)
-    written: dict[str, int] = {}
-    for line in lines:
-        m = _OPCODE.match(line)
-        first = _split_operands(m.group(4))[0] if m and m.group(4) else "["
-        if not first.startswith("[") and not m.group(3).startswith(("bar", "bra")):  # a register or a vector of them
-            for register in _REGISTER.findall(first):
-                written[register] = written.get(register, 0) + 1
+    written = collections.Counter(register for statement in stmts for register in ptx.writes(statement))
     values: dict[str, Any] = {}
 
     def operand(token: str) -> Any:
-        token = token.strip()
         if token in _SPECIAL:
             return _SPECIAL[token](tid)
         if token.startswith(("%ctaid", "%tid.", "%ntid.", "%nctaid")):
             return tid * 0 + (1 if token.startswith("%n") else 0)
         if token.startswith("%"):
             return values.get(token)
-        if re.fullmatch(r"-?(0[xX][0-9a-fA-F]+|\d+)[uU]?", token):
-            return tid * 0 + int(token.rstrip("uU"), 0)
+        if ptx.immediate(token) is not None:
+            return tid * 0 + ptx.immediate(token)
         if re.fullmatch(r"[A-Za-z_$][\w$]*", token):
             return tid * 0  # a symbol: the start of its window
         return None
 
-    for line in lines:
-        m = _OPCODE.match(line)
-        if not m or not m.group(4):
+    for statement in stmts:
+        if not statement.operands or not re.fullmatch(r"%\w+", statement.operands[0]) or \
+                written[statement.operands[0]] != 1:
             continue
-        negate, guard, opcode, text = m.groups()
-        operands = _split_operands(text)
-        dest = operands[0]
-        if not re.fullmatch(r"%\w+", dest) or written.get(dest, 0) != 1:
-            continue
-        parts = opcode.split(".")
-        types = [p for p in parts if _TYPE.match(p)]
-        bits = int(types[-1][1:]) if types and types[-1] != "pred" else 64
-        signed = bool(types) and types[-1].startswith("s")
-        args = [operand(o) for o in operands[1:]]
-        value = _evaluate(parts, types, bits, signed, args, tid)
-        if value is not None and guard is not None:
-            condition = values.get(guard)
+        value = ptx.evaluate(statement.opcode, [operand(o) for o in statement.operands[1:]], tid)
+        if value is not None and statement.guard is not None:
+            condition = values.get(statement.guard.lstrip("!"))
             value = None if condition is None else value  # a guarded write: its value only where the guard holds
             if value is not None:
-                value = np.where(~condition if negate else condition, value, 0)
+                value = np.where(~condition if statement.guard.startswith("!") else condition, value, 0)
         if value is not None:
-            values[dest] = value
+            values[statement.operands[0]] = value
     return values, tid
 
 
-def _evaluate(parts: list[str], types: list[str], bits: int, signed: bool, args: list[Any], tid: Any) -> Any:
-    """One integer or predicate instruction on per-thread arrays; None where the checks do not follow it."""
-    import numpy as np
-
-    op = parts[0]
-    if any(a is None for a in args) or any(p.startswith("f") and p[1:].isdigit() for p in parts[1:]):
-        return None
-    unsigned = [np.bitwise_and(a, (1 << bits) - 1) if bits < 64 else a for a in args]
-    if op in ("mov", "cvta") and len(args) == 1:
-        return args[0]
-    if op == "cvt" and len(types) == 2:
-        source_bits, source_signed = int(types[1][1:]), types[1].startswith("s")
-        return _wrap(_wrap(args[0], source_bits, source_signed), int(types[0][1:]), types[0].startswith("s"))
-    if op == "shfl" and "idx" in parts and len(args) >= 2:
-        lane = args[1] % 32
-        return args[0][(tid // 32) * 32 + lane]
-    if op == "selp":
-        return np.where(args[2].astype(bool), args[0], args[1])
-    if op == "setp":
-        a, b = (unsigned if types[-1].startswith(("u", "b")) else args)[:2]
-        compare = {"eq": a == b, "ne": a != b, "lt": a < b, "le": a <= b, "gt": a > b, "ge": a >= b,
-                   "lo": a < b, "ls": a <= b, "hi": a > b, "hs": a >= b}
-        return compare.get(parts[1])
-    if types and types[-1] == "pred":
-        logic = {"and": lambda a, b: a & b, "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b}
-        if op == "not":
-            return ~args[0].astype(bool)
-        return logic[op](args[0].astype(bool), args[1].astype(bool)) if op in logic else None
-    wide = "wide" in parts
-    result_bits = 2 * bits if wide else bits
-    arithmetic = {
-        "add": lambda a: a[0] + a[1], "sub": lambda a: a[0] - a[1], "mul": lambda a: a[0] * a[1],
-        "mad": lambda a: a[0] * a[1] + a[2], "and": lambda a: a[0] & a[1], "or": lambda a: a[0] | a[1],
-        "xor": lambda a: a[0] ^ a[1], "not": lambda a: ~a[0], "neg": lambda a: -a[0],
-        "min": lambda a: np.minimum(a[0], a[1]), "max": lambda a: np.maximum(a[0], a[1]),
-        "shl": lambda a: a[0] << np.minimum(a[1], 63),
-    }
-    if op == "shr":
-        source = args[0] if signed else unsigned[0]
-        return _wrap(source >> np.minimum(args[1], 63), bits, signed)
-    if op in ("div", "rem") and (args[1] != 0).all():
-        a, b = (args if signed else unsigned)[:2]
-        quotient = np.sign(a) * np.sign(b) * (np.abs(a) // np.abs(b))
-        return _wrap(quotient if op == "div" else a - b * quotient, bits, signed)
-    if op in arithmetic:
-        operands = args if signed or wide is False else unsigned
-        return _wrap(arithmetic[op](operands), result_bits, signed)
-    return None
-
-
-def _shared_bytes(line: str, values: dict[str, Any], tid: Any) -> tuple[str, Any] | None:
+def _shared_bytes(statement: ptx.Statement, values: dict[str, Any], tid: Any) -> tuple[str, Any] | None:
     """("st" or "ld", per-thread sets of the shared-memory byte addresses the instruction touches), or ("?", None)
     when an address cannot be followed; None for an instruction that is no shared-memory access."""
-    m = _OPCODE.match(line)
-    if not m or not _SHARED_ACCESS.match(m.group(3)):
+    opcode = statement.opcode
+    if not _SHARED_ACCESS.match(opcode):
         return None
-    opcode, operands = m.group(3), _split_operands(m.group(4))
     kind = "st" if opcode.startswith(("st", "stmatrix")) else "ld"
-    address = next(o for o in operands if o.startswith("["))
-    base, _, offset = address.strip("[]").partition("+")
-    start = values.get(base) if base.startswith("%") else tid * 0
+    address = ptx.address(next(o for o in statement.operands if o.startswith("[")))
+    start = None if address is None else values.get(address[0]) if address[0].startswith("%") else tid * 0
     if start is None:
         return "?", None
-    start = start + (int(offset, 0) if offset else 0)
+    start = start + address[1]
     parts = opcode.split(".")
     if parts[0] in ("stmatrix", "ldmatrix"):  # 16 bytes at each address of the lanes that give one (8 per matrix)
         lanes = 8 * int(next(p for p in parts if re.fullmatch(r"x\d", p))[1:])
         width, active = 16, tid % 32 < lanes
     else:
         vector = next((int(p[1:]) for p in parts if re.fullmatch(r"v\d", p)), 1)
-        width, active = vector * next(int(p[1:]) for p in reversed(parts) if _TYPE.match(p)) // 8, tid >= 0
+        width = vector * next(int(p[1:]) for p in reversed(parts) if re.fullmatch(r"[bsu](?:8|16|32|64)", p)) // 8
+        active = tid >= 0
     return kind, [set(range(int(s), int(s) + width)) if on else set() for s, on in zip(start, active)]
 
 
@@ -535,16 +437,18 @@ def staging_hint(code: str) -> str | None:
     writes and the reads, a warp may read only what it wrote itself."""
     lines = code.splitlines()
     start = _epilogue_start(lines)
-    values, tid = _thread_values(lines)
+    stmts = ptx.statements(code)
+    values, tid = _thread_values(stmts)
     staged = [set() for _ in range(WARPS_M)]
     read = [set() for _ in range(WARPS_M)]
-    for line in lines[start:]:
-        access = _shared_bytes(line, values, tid)
+    for statement in stmts:
+        access = _shared_bytes(statement, values, tid) if statement.line >= start else None
         if access is None:
             continue
         kind, per_thread = access
         if per_thread is None:
-            return (f"the check could not follow the shared-memory address of `{line.strip()}` for every thread: it "
+            return (f"the check could not follow the shared-memory address of `{lines[statement.line].strip()}` for "
+                    f"every thread: it "
                     f"follows straight-line code, so write the epilogue's loops with cutlass.range_constexpr (as the "
                     f"worked example does)")
         for t, addresses in enumerate(per_thread):
@@ -568,8 +472,6 @@ def staging_hint(code: str) -> str | None:
 
 def vector_ptx_hint(code: Any) -> str | None:
     """What is missing from, or wrong in, the PTX of the staged, vectorized store; None if it has what 7.4 asks."""
-    from cutecourse.kernels import ptx
-
     code, problem = _kernel_ptx(code)
     if problem:
         return problem
