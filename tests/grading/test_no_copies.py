@@ -45,7 +45,9 @@ _TOKEN = re.compile(r'''(?P<string>[rbfuRBFU]{0,2}(?:"""[\s\S]*?"""|\'\'\'[\s\S]
                         |(?P<number>\d[\w.]*)
                         |(?P<op>\*\*=?|//=?|->|[-+*/%@&|^<>=!]=|<<|>>|[-+*/%@&|^~<>()\[\]{}:;,.=!])''', re.VERBOSE)
 _KEEP = set(keyword.kwlist)
-NAME, STRING, NUMBER = "<name>", "<str>", "<num>"
+NAME = "<name>"
+STRING = "<str>"
+NUMBER = "<num>"
 
 
 # --------------------------------------------------------------------------- the texts
