@@ -1,18 +1,18 @@
-"""Exercise 6.5 (the full/empty mbarrier hand-off of a TMA + wgmma GEMM with a producer warp and two consumer
-warpgroups that share every slot, each releasing it with one arrival after its own named barrier): the answer and its
-wrong variants are kernel code; the PTX check passes the solution for both dtypes, and a peeled first k-tile and
-another spelling of the guard, and fails, with a hint that names what is wrong without the fix, a consumer that never
-waits for its slot, a release before the wait that retires its batch, a release with no named barrier, with the CTA's
-barrier, one id for both warpgroups, barrier 0, a barrier of the wrong thread count, a release of the slot just
-waited for, a release on the loop's first k-tile (the unguarded release, whichever slot it names), and the package's
-own step 7 (warpgroups that load and multiply, no producer warp); the two deadlocking variants (the producer's
-parity, the empty barrier's arrival count) compile to what the PTX check passes, so only the GPU test can catch them,
-by its timeout; the GPU check's judge passes the right product and fails unwritten or wrong outputs. On a Hopper GPU: the solution passes the GPU
-check in a jailed learner process, each deadlock is stopped at its call's timeout, and a fresh process still runs the
-solution on the GPU afterwards.
+"""Exercise 6.5 (the full/empty mbarrier hand-off of a TMA + wgmma GEMM with a producer warp and two consumer warpgroups
+that share every slot, each releasing it with one arrival after its own named barrier): the answer and its wrong
+variants are kernel code; the PTX check passes the solution for both dtypes, and a peeled first k-tile and another
+spelling of the guard, and fails, with a hint that names what is wrong without the fix, a consumer that never waits for
+its slot, a release before the wait that retires its batch, a release with no named barrier, with the CTA's barrier, one
+id for both warpgroups, barrier 0, a barrier of the wrong thread count, a release of the slot just waited for, a release
+on the loop's first k-tile (the unguarded release, whichever slot it names), and the package's own step 7 (warpgroups
+that load and multiply, no producer warp); the two deadlocking variants (the producer's parity, the empty barrier's
+arrival count) compile to what the PTX check passes, so only the GPU test can catch them, by its timeout; the GPU
+check's judge passes the right product and fails unwritten or wrong outputs. On a Hopper GPU: the solution passes the
+GPU check in a jailed learner process, each deadlock is stopped at its call's timeout, and a fresh process still runs
+the solution on the GPU afterwards.
 
-The wrong variants are edits of the solution (and the package's step 7, assembled from its source), so they follow
-both as they change.
+The wrong variants are edits of the solution (and the package's step 7, assembled from its source), so they follow both
+as they change.
 """
 
 from __future__ import annotations
@@ -176,7 +176,8 @@ DEADLOCKS = ("parity", "count")
 PTX_HINTS = {"no_full_wait": "the consumers wait until a slot is full, the producer until it is empty",
              "step7": "has CTAs of 128 threads", "release_before_wait": "with no warpgroup.wait_group",
              "own_slot": "the one the loop has just waited for", "unguarded": "on the loop's first k-tile",
-             "unguarded_negative": "on the loop's first k-tile", "no_named_barrier": "follows no barrier of the warpgroup",
+             "unguarded_negative": "on the loop's first k-tile",
+             "no_named_barrier": "follows no barrier of the warpgroup",
              "cta_barrier": "is the CTA's (sync_threads", "one_id": "both consumer warpgroups meet at named barrier 1",
              "id_zero": "is barrier 0, the CTA's own", "both_counted": "waits for 256 threads"}
 

@@ -644,13 +644,13 @@ def test_every_lesson_has_printed_code_or_says_why():
     """Every lesson is in PRINTED. The exercises missing there: 1.1 and 1.3, where the lesson only calls cutecourse.hw;
     2.1-2.3 and 2.5, where it calls the eager algebra; 3.1, where it calls the DSL's local_partition (each lesson's
     grading test submits such calls and expects 0); 3.2 and 4.2, the kernels the lesson no longer prints; 4.3, whose
-    answer the lesson does not compute; 5.1 and 5.3, where the lesson calls cutecourse.fragments (test_lesson_05
-    submits such calls and expects 0); 5.2, whose answer (wgmma's register A) the lesson does not compute; 5.5 and 5.6, the kernels: test_lesson_05 submits what the lesson prints of step 3 as
-    those answers, and they earn no kernel points; 6.3, whose answer the lesson does not compute (test_lesson_06
-    submits step 7's own stage count); 6.4 and 6.5, the kernels: test_l06_cp_async and test_l06_tma_pipeline submit
-    the package's steps 4 and 7 as those answers, and they fail the PTX checks; 6.6 and 6.7, the kernels:
-    test_l06_hopper_exercises compiles the ladder's wgmma steps and part 2's demo kernel (with and without its TMA
-    store), and both PTX checks fail each; 7.3 and 7.4, the kernels:
+    answer the lesson does not compute; 5.1 and 5.3, where the lesson calls cutecourse.fragments (test_lesson_05 submits
+    such calls and expects 0); 5.2, whose answer (wgmma's register A) the lesson does not compute; 5.5 and 5.6, the
+    kernels: test_lesson_05 submits what the lesson prints of step 3 as those answers, and they earn no kernel points;
+    6.3, whose answer the lesson does not compute (test_lesson_06 submits step 7's own stage count); 6.4 and 6.5, the
+    kernels: test_l06_cp_async and test_l06_tma_pipeline submit the package's steps 4 and 7 as those answers, and they
+    fail the PTX checks; 6.6 and 6.7, the kernels: test_l06_hopper_exercises compiles the ladder's wgmma steps and part
+    2's demo kernel (with and without its TMA store), and both PTX checks fail each; 7.3 and 7.4, the kernels:
     test_l07_fused_epilogue submits the lesson's worked example and step 5's epilogue as those answers, and they fail
     the PTX checks; 8.4, whose speed-of-light rule the lesson states in prose only (test_lesson_08 submits the rule
     without its 60 % line)."""

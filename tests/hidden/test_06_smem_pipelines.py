@@ -1,18 +1,18 @@
 """Hidden tests of lesson 6: the swizzle for every row length and element width on tiles of 8 and 16 rows; the ring
 schedule for random k-tile and stage counts (more k-tiles than twice the stages, odd stage counts, one stage, fewer
-k-tiles than stages); the deepest pipeline for random tiles, widths, epilogues and CTA counts on every arch; and the
-two kernels: their PTX for both 16-bit dtypes (and both archs for the cp.async one), then on a GPU real GEMMs on
-random ragged shapes (M any, N and K multiples of 8 but not of the tile, K below one tile, K over 2·STAGES tiles),
-fp16 and bf16, poisoned C, against float64. A GPU test checks the kernel's PTX first, so that a kernel the exercise
-did not ask for (the package's own step) earns nothing. The TMA + wgmma GEMM (a producer warp and two consumer
-warpgroups sharing every slot, the mbarrier hand-off by hand, a 288-thread CTA) also runs rings that wrap many times
-(up to 128 k-tiles on one CTA), M inside the first warpgroup's rows and past it; a kernel that deadlocks is stopped at
-the call's timeout and scores 0 there. The RS-form consumer mainloop (6.6: A reloaded into one set of registers every k-tile,
-one batch in flight) also runs long K on one CTA and on many (128 and 520 k-tiles); the TMA-store epilogue (6.7) runs
-tiles whose slabs TMA clips (M inside the first slab, ragged N).
+k-tiles than stages); the deepest pipeline for random tiles, widths, epilogues and CTA counts on every arch; and the two
+kernels: their PTX for both 16-bit dtypes (and both archs for the cp.async one), then on a GPU real GEMMs on random
+ragged shapes (M any, N and K multiples of 8 but not of the tile, K below one tile, K over 2·STAGES tiles), fp16 and
+bf16, poisoned C, against float64. A GPU test checks the kernel's PTX first, so that a kernel the exercise did not ask
+for (the package's own step) earns nothing. The TMA + wgmma GEMM (a producer warp and two consumer warpgroups sharing
+every slot, the mbarrier hand-off by hand, a 288-thread CTA) also runs rings that wrap many times (up to 128 k-tiles on
+one CTA), M inside the first warpgroup's rows and past it; a kernel that deadlocks is stopped at the call's timeout and
+scores 0 there. The RS-form consumer mainloop (6.6: A reloaded into one set of registers every k-tile, one batch in
+flight) also runs long K on one CTA and on many (128 and 520 k-tiles); the TMA-store epilogue (6.7) runs tiles whose
+slabs TMA clips (M inside the first slab, ragged N).
 
-References: cutecourse.hw.banks (wavefronts), a model of mbarrier phases, cutecourse.hw.occupancy, and float64
-products of the inputs as the learner's process held them, within the course launcher's bounds.
+References: cutecourse.hw.banks (wavefronts), a model of mbarrier phases, cutecourse.hw.occupancy, and float64 products
+of the inputs as the learner's process held them, within the course launcher's bounds.
 """
 
 import random
