@@ -266,12 +266,12 @@ def grid_hint(case: tuple[Any, ...], value: Any) -> str | None:
     if _close(efficiency, want_efficiency):
         return None
     tiles = _cdiv(m, tile_m) * _cdiv(n, tile_n)
+    if _close(efficiency, tiles / (waves * clusters * size)):  # where no cluster hangs over, items count the same
+        return ("efficiency counts whole tiles: a tile that hangs over the matrix's edge computes padding there "
+                "(tile quantization); count the elements of C, not the tiles")
     if _close(efficiency, items / (waves * clusters)):
         return ("efficiency counts cluster work items; a cluster at the matrix's edge may hang over it, and so may "
                 "a tile: count the elements of C that the CTAs' tile slots compute")
-    if _close(efficiency, tiles / (waves * clusters * size)):
-        return ("efficiency counts whole tiles: a tile that hangs over the matrix's edge computes padding there "
-                "(tile quantization); count the elements of C, not the tiles")
     return (f"clusters and waves are right, but efficiency={efficiency!r}: the share of the launched CTAs' "
             f"tile slots, over all waves, that computes elements of C")
 

@@ -286,12 +286,14 @@ splitk_gemm = Check("splitk_gemm", "splitk_host", check_cases, judge, gpu=80, vi
 # --------------------------------------------------------------------------- the speed judgement
 
 #: The deep-K problem the speed is judged on (M, N, K, splits): 8 × 8 tiles of 128 × 128 fill 64 of an H200's 132
-#: SMs; 4 splits make 256 CTAs. Measured on the H200 (2026-12-03, the lesson's solution, bf16): 1.72× step 5's speed
-#: with 4 splits, 0.87× with one.
+#: SMs; 4 splits make 256 CTAs. Measured on the H200 (2026-12-03, the exercise's solution): 1.40× step 5's speed in
+#: this launcher (fp16, 20 launches, 3 interleaved rounds), 1.43× in settled rounds (bf16); 0.80× with 8 splits.
 DEEP_K = (1024, 1024, 16384, 4)
-#: The least speed, as a ratio to step 5 in the same launcher, that the judgement accepts: well below the 1.72×
-#: measured, above the 0.87× of one split (a split-K that does not fill the SMs).
-SPEED_MARGIN = 1.2
+#: The least speed, as a ratio to step 5 in the same launcher, that the judgement accepts: a fifth below the 1.40×
+#: measured, so that a kernel as fast as the solution passes on a noisy run. The same mainloop with one split measured
+#: 1.33× (its 128 × 128 tiles fill twice step 5's SMs): the margin judges the kernel as a whole, a reduction that
+#: costs more than the splits win, not split-K's gain alone.
+SPEED_MARGIN = 1.1
 #: Launches per timing, and interleaved rounds (the median round decides).
 REPEAT = 20
 ROUNDS = 3
@@ -320,7 +322,7 @@ def step_host() -> Any:
 
 
 def speed_hint(ratio: float, splits: int) -> str | None:
-    """What a speed `ratio` to step 5 (the learner's ms over... step 5's ms / the learner's) says, or None."""
+    """What a speed `ratio` to step 5 (step 5's ms over the learner's, both timed in one launcher) says, or None."""
     if ratio >= SPEED_MARGIN:
         return None
     return (f"with {splits} splits the kernel ran at {ratio:.2f}× step 5's speed on {DEEP_K[0]} × {DEEP_K[1]} × "
