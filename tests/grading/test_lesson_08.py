@@ -376,12 +376,16 @@ def d2xy_order(tiles_m: int, tiles_n: int) -> list[tuple[int, int]]:
         x = y = 0
         s, t = 1, d
         while s < side:
-            rx, ry = 1 & (t // 2), 1 & (t ^ (1 & (t // 2)))
+            rx = 1 & (t // 2)
+            ry = 1 & (t ^ rx)
             if ry == 0:
                 if rx == 1:
                     x, y = s - 1 - x, s - 1 - y
                 x, y = y, x
-            x, y, t, s = x + s * rx, y + s * ry, t // 4, s * 2
+            x += s * rx
+            y += s * ry
+            t //= 4
+            s *= 2
         if y < tiles_m and x < tiles_n:
             order.append((y, x))
     return order
