@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import importlib
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from cutecourse import tune_cache
@@ -198,14 +198,18 @@ def _measured(a: Any, b: Any, cc: int, ab: str, ops: Any) -> tuple[str, Any, str
     config = _module(entry["step"]).Config(**entry["config"])
     if not budget.fits(entry["step"], config, ops.ab, ops.c, cc):
         return None
-    from cutecourse.tuning import changes
-
     cls = winners.shape_class(m, n, k)
     picked = f"{entry['step']}({changes(entry['step'], config) or 'default'})"
     measured = f"{entry['gpu'].split('|')[0]}, {entry['date']}: {'x'.join(map(str, entry['shape']))}"
     reason = (f"measured: for {winners.describe(cls)} ({cls}), {picked} ran fastest of {len(winners.CANDIDATES)} "
               f"configs ({measured} at {entry['ratio']:.3f}× torch.matmul; {winners.TABLE.name})")
     return entry["step"], config, reason
+
+
+def changes(step: str, config: Any) -> str:
+    """`config`'s fields that differ from `step`'s default, as "tile_n=128,group_m=4" ("" for the default)."""
+    default = _module(step).Config()
+    return ",".join(f"{k}={v}" for k, v in asdict(config).items() if getattr(default, k) != v)
 
 
 def _sm80_configs() -> tuple[Any, ...]:

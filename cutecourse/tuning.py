@@ -19,13 +19,14 @@ the problem; `cutecourse.gemm` uses it for that problem on that GPU.
 from __future__ import annotations
 
 import importlib
-import math
 import itertools
+import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from cutecourse import tune_cache
+from cutecourse.dispatch import changes
 
 #: step -> {Config field (or "f1,f2" for fields that move together): the values searched}.
 #: Small enough that the exhaustive sweep of a space (the product: at most 24 Configs) runs in minutes, so that the two
@@ -76,12 +77,6 @@ class Tuned:
                  f"{self.ratio:.3f}× torch.matmul ({self.baseline_ms:.4f} ms)"]
         lines += [f"  {ms:.4f} ms  {changes(self.step, config) or 'default'}" for config, ms in right[:5]]
         return "\n".join(lines)
-
-
-def changes(step: str, config: Any) -> str:
-    """`config`'s fields that differ from `step`'s default, as "tile_n=128,group_m=4"."""
-    default = importlib.import_module(f"cutecourse.kernels.gemm.{step}").Config()
-    return ",".join(f"{k}={v}" for k, v in asdict(config).items() if getattr(default, k) != v)
 
 
 def candidates(step: str, space: dict[str, tuple[Any, ...]], base: Any, fields: list[str]) -> list[Any]:
