@@ -95,3 +95,15 @@ def answer_from_file(tmp_path: Path, source: str, name: str) -> Callable[..., ob
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return getattr(module, name)
+
+
+def assert_kernel_checks(prefix: str, host: str) -> None:
+    """A kernel exercise's `<prefix>_ptx` and `<prefix>_gemm` checks name `host`: the PTX one compiles for sm_80 and
+    sm_90a, the GEMM one launches on an sm_80 GPU, both with 16-byte vectors."""
+    from cutecourse.grading import checks
+
+    ptx, gemm = checks.REGISTRY[f"{prefix}_ptx"], checks.REGISTRY[f"{prefix}_gemm"]
+    assert (ptx.target, ptx.via, ptx.gpu) == (host, "ptx", None)
+    assert (gemm.target, gemm.via, gemm.gpu) == (host, "launch", 80)
+    assert dict(ptx.options) == dict(gemm.options) == {"vector": 8}
+    assert {case[0] for case in ptx.cases()} == {"sm_80", "sm_90a"}

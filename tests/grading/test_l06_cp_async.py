@@ -15,7 +15,7 @@ from cutecourse.grading import checks, harness
 from cutecourse.grading import notebook as nbio
 from cutecourse.grading.checks import l06_cp_async as L6
 
-from .submissions import answer_from_file, edited, lesson_solution
+from .submissions import answer_from_file, assert_kernel_checks, edited, lesson_solution
 from .test_no_copies import lines, occurs, tokens
 
 LESSON = "06_smem_pipelines"
@@ -144,11 +144,7 @@ GPU_MISTAKES = {"prefetch one tile short": prefetch_one_short, "refill the slot 
 
 
 def test_the_checks_are_registered_for_the_host_the_exercise_names():
-    ptx, gemm = checks.REGISTRY["cp_async_ptx"], checks.REGISTRY["cp_async_gemm"]
-    assert (ptx.target, ptx.via, ptx.gpu) == (HOST, "ptx", None)
-    assert (gemm.target, gemm.via, gemm.gpu) == (HOST, "launch", 80)
-    assert dict(ptx.options) == dict(gemm.options) == {"vector": 8}
-    assert {case[0] for case in ptx.cases()} == {"sm_80", "sm_90a"}
+    assert_kernel_checks("cp_async", HOST)
 
 
 def test_the_hidden_shapes_are_ragged_and_span_the_ring():

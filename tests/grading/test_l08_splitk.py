@@ -21,7 +21,7 @@ from cutecourse.grading import checks, harness, modules, sandbox, wire
 from cutecourse.grading import notebook as nbio
 from cutecourse.grading.checks import l08_splitk as L
 
-from .submissions import answer_from_file, edited, lesson_solution
+from .submissions import answer_from_file, assert_kernel_checks, edited, lesson_solution
 from .test_lesson_06 import cell_constants
 from .test_no_copies import lines, notebook_texts, occurs, tokens
 
@@ -159,11 +159,7 @@ pytestmark = pytest.mark.slow  # every PTX case compiles the kernel: several sec
 
 
 def test_the_checks_are_registered_for_the_host_the_exercise_names():
-    ptx, gemm = checks.REGISTRY["splitk_ptx"], checks.REGISTRY["splitk_gemm"]
-    assert (ptx.target, ptx.via, ptx.gpu) == (HOST, "ptx", None)
-    assert (gemm.target, gemm.via, gemm.gpu) == (HOST, "launch", 80)
-    assert dict(ptx.options) == dict(gemm.options) == {"vector": 8}
-    assert {case[0] for case in ptx.cases()} == {"sm_80", "sm_90a"}
+    assert_kernel_checks("splitk", HOST)
 
 
 def test_the_cells_constants_are_the_checks():
