@@ -1,8 +1,9 @@
-"""The grading tests' fixtures (the demo course, submissions made from its exercise notebook) and hooks (a test that
-needs the grader's jail where none can be made is skipped, not failed)."""
+"""The grading tests' fixtures (the demo course, submissions made from its exercise notebook, the session's shared
+reports) and hooks (a test that needs the grader's jail where none can be made is skipped, not failed)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Callable
 
@@ -11,8 +12,21 @@ import pytest
 from cutecourse.grading import build, grader, isolation
 from cutecourse.grading import notebook as nbio
 
+from . import submissions
 from .jail import NO_JAIL
 from .submissions import DEMO
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_reports(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder where submissions.graded keeps this session's reports: under xdist, the session's base folder, which
+    every worker shares (each worker's own is a folder in it), so a report one worker graded is read by the others."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "shared_reports"
+    folder.mkdir(exist_ok=True)
+    submissions.SHARED_REPORTS = folder
+    yield folder
+    submissions.SHARED_REPORTS = None
 
 
 @pytest.fixture(scope="session")

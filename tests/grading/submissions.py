@@ -4,10 +4,14 @@ against the course in this repository, and reading the reports."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.util
+import pickle
 import textwrap
 from pathlib import Path
 from typing import Callable
+
+import filelock
 
 from cutecourse.grading import build, grader, reports
 from cutecourse.grading import notebook as nbio
@@ -78,13 +82,64 @@ def lesson_solution(lesson: str, exercise: str) -> str:
     return nbio.source(nbio.answers(nbio.load(ROOT / "solutions" / f"{lesson}.ipynb"))[exercise])
 
 
+#: The test session's folder of shared reports (tests/grading/conftest.py sets it; under xdist, one folder for all the
+#: workers): `graded` reads a report another test already graded from it. None: every `graded` call grades.
+SHARED_REPORTS: Path | None = None
+
+
+def _report_key(submission: Path, course: grader.Course, options: dict) -> str:
+    """Everything that decides a report: the submission's file name (its lesson) and bytes, the course and its files
+    (grader.fingerprint: size and mtime of the masters, hidden tests and package), and the grader's options, written
+    the same way in every worker (a set's order is not)."""
+    digest = hashlib.sha256(submission.read_bytes())
+    plain = {k: sorted(v) if isinstance(v, (set, frozenset)) else v for k, v in sorted(options.items())}
+    files = sorted(grader.fingerprint(course).items())
+    digest.update(repr((submission.name, str(course.root), str(course.hidden), files, plain)).encode())
+    return digest.hexdigest()
+
+
+def graded(submission: str | Path, course: grader.Course, **options) -> Report:
+    """grader.grade(submission, course, **options), graded once per test session: a test on any xdist worker that
+    grades the same bytes under the same file name, against the same course files, with the same options, reads that
+    report (its `submission` the path it asked about) instead of grading again; a lock makes a second worker wait for
+    the first. Only for tests that observe what a submission scores: a test of the grader's own behaviour
+    (determinism, attacks, time limits, batch equality) calls grader.grade."""
+    submission = Path(submission)
+    if SHARED_REPORTS is None:
+        return grader.grade(submission, course, **options)
+    stored = SHARED_REPORTS / f"{_report_key(submission, course, options)}.pickle"
+    with filelock.FileLock(f"{stored}.lock"):
+        if stored.exists():
+            report = pickle.loads(stored.read_bytes())
+            report.submission = str(submission)
+            return report
+        report = grader.grade(submission, course, **options)
+        stored.write_bytes(pickle.dumps(report))
+    return report
+
+
 def grade_lesson(tmp_path: Path, lesson: str, answers: dict[str, str], timeout: float = 60,
-                 exercises: set[str] | None = None) -> Report:
+                 exercises: set[str] | None = None, shared: bool = False) -> Report:
     """Grade `lesson`'s exercise notebook with these answers filled in, against the course in this repository; with
-    `exercises`, only those (far faster: the others' checks and hidden tests do not run)."""
+    `exercises`, only those (far faster: the others' checks and hidden tests do not run). `shared`: through `graded`
+    (a report another test of the session observes too; never for a test that times the grade)."""
     path = tmp_path / f"{lesson}.ipynb"
     nbio.dump(build.filled(nbio.load(ROOT / "exercises" / f"{lesson}.ipynb"), answers), path)
-    return grader.grade(path, grader.Course.at(ROOT), timeout=timeout, exercise=exercises)
+    grade = graded if shared else grader.grade
+    return grade(path, grader.Course.at(ROOT), timeout=timeout, exercise=exercises)
+
+
+def solution_report(tmp_path: Path, lesson: str) -> Report:
+    """The course's solution notebook of `lesson`, as a learner submits it, graded once per session (`graded`) with
+    the GPU points this machine cannot judge left to another grader."""
+    submission = tmp_path / f"{lesson}.ipynb"
+    nbio.dump(build.as_submitted(nbio.load(ROOT / "solutions" / f"{lesson}.ipynb")), submission)
+    return graded(submission, grader.Course.at(ROOT), gpu_elsewhere=True)
+
+
+def exercise_report(lesson: str) -> Report:
+    """The exercise notebook of `lesson` as built, untouched, graded once per session (`graded`)."""
+    return graded(ROOT / "exercises" / f"{lesson}.ipynb", grader.Course.at(ROOT))
 
 
 def answer_from_file(tmp_path: Path, source: str, name: str) -> Callable[..., object]:

@@ -67,7 +67,7 @@ def test_the_checks_refuse_a_host_that_is_not_a_jit_function(capsys):
 
 def test_the_solutions_score_exactly_their_points_here(tmp_path):
     for lesson, exercise, answer in ((L3, "3.2", SOLUTION_3_2), (L4, "4.2", SOLUTION_4_2)):
-        report = grade_lesson(tmp_path, lesson, {exercise: answer}, timeout=300, exercises={exercise})
+        report = grade_lesson(tmp_path, lesson, {exercise: answer}, timeout=300, exercises={exercise}, shared=True)
         # A PTX check and a PTX hidden test on any machine; a GPU check and the 3-point GPU test on a GPU.
         assert report.exercises()[exercise] == ((6.0 if GPU else 2.0), 6.0), reports.summary(report)
 

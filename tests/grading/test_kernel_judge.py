@@ -100,7 +100,7 @@ def test_ptx_text_and_a_rewritten_harness_earn_no_kernel_point(tmp_path):
 
 
 def test_the_solution_earns_its_ptx_points_through_its_module_and_they_are_provisional_without_a_gpu(tmp_path):
-    report = grade_lesson(tmp_path, L4, {"4.2": SOLUTION_4_2}, timeout=300, exercises={"4.2"})
+    report = grade_lesson(tmp_path, L4, {"4.2": SOLUTION_4_2}, timeout=300, exercises={"4.2"}, shared=True)
     assert report.exercises()["4.2"] == ((6.0 if GPU else 2.0), 6.0), reports.summary(report)
     provisional = [n for n in report.notes if n.startswith("provisional")]
     if GPU:
