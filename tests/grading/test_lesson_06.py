@@ -49,10 +49,11 @@ def choose_swizzle(row_elements, element_bits):
     chunks = min(row_elements * element_bits // 8, 128) // 16
     return chunks.bit_length() - 1, 3, 3
 """,
-    # the producer waits for the consumer's parity: on a fresh empty barrier that phase has not completed
+    # every tile starts the ring again at slot 0, phase 0, as one tile's loop would: right for the first tile only
     "6.2": """
-def ring_schedule(k_tiles, stages):
-    return [(kt % stages, (kt // stages) % 2, (kt // stages) % 2) for kt in range(k_tiles)]
+def ring_schedule(tile_k_tiles, stages):
+    return [{"k_tiles": [(kt % stages, kt // stages % 2, (kt // stages + 1) % 2, (kt - 1) % stages if kt else None)
+                         for kt in range(k)], "drain": (k - 1) % stages if k else None} for k in tile_k_tiles]
 """,
     # steps 9-11's own count (as many stages as fit one CTA beside the epilogue's buffer, less a kilobyte): blind to
     # the arch and to CTAs per SM
@@ -72,7 +73,7 @@ def max_stages(tile_m, tile_n, tile_k, element_bits, arch, epilogue_bytes, ctas_
     "6.7": STORE_WRONG["no_read_wait"],
 }
 #: What each wrong answer's check says (the hidden tests use the same hints).
-HINTS = {"6.1": "wavefronts (the fewest possible is", "6.2": "deadlock", "6.3": "do not fit",
+HINTS = {"6.1": "wavefronts (the fewest possible is", "6.2": "race: ", "6.3": "do not fit",
          "6.4": "no cp.async.wait_group", "6.5": "the hand-off needs one on each side",
          "6.6": "with a warpgroup.wait_group(1) before it", "6.7": "overwrites sC while slab 0"}
 #: Where the hidden test's first failing case shows the mistake another way: 6.1's 8-bit elements, whose 16-byte
@@ -116,8 +117,8 @@ def test_the_cpu_checks_hints_do_not_print_the_answer(capsys, tmp_path):
     secrets = {
         # the right swizzle of the case the check fails on, as the learner would write it
         "6.1": ["S<{},{},{}>".format(*right(*failing)), str(tuple(right(*failing)))],
-        # the right producer parities, the part of the schedule the wrong answer gets wrong
-        "6.2": ["empty_parity 1", "parity 1)"],
+        # where the right plan puts the k-tile the wrong answer fails on (tile 1's second: slot 0, on its third use)
+        "6.2": ["slot 0", "full[0]", "third"],
         "6.3": [rf"\b{L.reference_max_stages(*case)} stages" for case in checks.max_stages.cases()],
     }
     for exercise, fn in (("6.1", "choose_swizzle"), ("6.2", "ring_schedule"), ("6.3", "max_stages")):
@@ -139,18 +140,41 @@ def test_a_wrong_swizzle_each_way_is_caught():
     assert L.swizzle_hint(64, 16, (3, 3, 3)) is None and L.swizzle_hint(16, 32, (2, 2, 3)) is None
 
 
-def test_the_ring_model_catches_a_race_and_a_deadlock_each_way():
-    def ring(consumer, producer, slot=lambda kt, s: kt % s):
-        return [(slot(kt, 4), consumer(kt // 4), producer(kt // 4)) for kt in range(10)]
+def test_the_ring_model_catches_a_race_and_a_deadlock_each_way(tmp_path):
+    tiles, stages = [3, 0, 5, 2], 4
 
-    right = ring(lambda u: u % 2, lambda u: (u + 1) % 2)
-    assert L.ring_hint(10, 4, right) is None
-    assert "deadlock" in L.ring_hint(10, 4, ring(lambda u: u % 2, lambda u: u % 2))
-    assert "race: the consumer" in L.ring_hint(10, 4, ring(lambda u: (u + 1) % 2, lambda u: (u + 1) % 2))
-    assert "race: the producer" in L.ring_hint(10, 4, ring(lambda u: u % 2, lambda u: 1))
-    assert "race" in L.ring_hint(10, 4, ring(lambda u: u % 2, lambda u: (u + 1) % 2, slot=lambda kt, s: 0))
-    assert "slot 4 is not one of" in L.ring_hint(10, 4, ring(lambda u: u % 2, lambda u: (u + 1) % 2,
-                                                              slot=lambda kt, s: kt % 5))
+    def ring(consumer=lambda u: u % 2, producer=lambda u: (u + 1) % 2, slot=lambda g: g % 4,
+             release=lambda g, j: (g - 1) % 4 if j else None, drain=lambda g: (g - 1) % 4):
+        plans, g = [], 0
+        for k in tiles:
+            steps = []
+            for j in range(k):
+                steps.append((slot(g), consumer(g // stages), producer(g // stages), release(g, j)))
+                g += 1
+            plans.append({"k_tiles": steps, "drain": drain(g) if k else None})
+        return plans
+
+    def hint(plan):
+        return L.ring_hint(tiles, stages, plan)
+
+    assert hint(ring()) is None
+    assert "deadlock" in hint(ring(producer=lambda u: u % 2))
+    assert "race: the consumer" in hint(ring(consumer=lambda u: (u + 1) % 2, producer=lambda u: (u + 1) % 2))
+    assert "race: the producer" in hint(ring(producer=lambda u: 1))
+    assert "race" in hint(ring(slot=lambda g: 0))
+    assert "slot 4 is not one of" in hint(ring(slot=lambda g: g % 5))
+    # the hand-backs: the slot still being read, one twice, one never, one the consumer has not read
+    assert "may still be running" in hint(ring(release=lambda g, j: g % 4))
+    assert "holds no k-tile the consumer has read" in hint(ring(release=lambda g, j: (g - 1) % 4 if g else None))
+    twice = [{"k_tiles": [(0, 0, 1, None), (1, 0, 1, 0)], "drain": 0}]  # slot 0 handed back twice, slot 1 never
+    assert "a second time" in L.ring_hint([2], 4, twice)
+    assert "never released" in hint(ring(drain=lambda g: None))
+    assert "holds no k-tile the consumer has read" in hint(ring(release=lambda g, j: (g + 1) % 4 if j else None))
+    assert "expected a dict" in hint([{"k_tiles": []}] * len(tiles))
+    assert "tile 0 has 3 k-tile(s)" in hint([{"k_tiles": [(0, 0, 1, None)], "drain": None}] * len(tiles))
+    # every tile from slot 0, phase 0: right for one tile, a race once a second tile follows
+    reset = answer_from_file(tmp_path, WRONG["6.2"], "ring_schedule")
+    assert L.ring_hint([5], 4, reset([5], 4)) is None and "race" in L.ring_hint([3, 5], 2, reset([3, 5], 2))
 
 
 # --------------------------------------------------------------------------- a partly right submission
@@ -246,7 +270,7 @@ def test_a_tma_pipeline_built_on_the_dsls_pipeline_classes_scores_zero(tmp_path)
 
 
 def test_an_answer_that_hangs_scores_zero_at_the_timeout_and_the_rest_is_graded(tmp_path):
-    hang = "def ring_schedule(k_tiles, stages):\n    while True:\n        pass\n"
+    hang = "def ring_schedule(tile_k_tiles, stages):\n    while True:\n        pass\n"
     start = time.monotonic()
     report = submit(tmp_path, {"6.1": solution("6.1"), "6.2": hang}, timeout=20, exercises={"6.1", "6.2"})
     assert report.exercises()["6.2"] == (0.0, 3.0) and report.exercises()["6.1"] == (3.0, 3.0), \

@@ -563,9 +563,18 @@ def tiled_mma_for(warps_m, warps_n, k):
 def choose_swizzle(row_elements, element_bits):
     return (3, 3, 3)
 """),
-    "6.2": (["kt % stages", "kt // stages", "def passes(completed_phases, parity):"], """
-def ring_schedule(k_tiles, stages):
-    return [(kt % stages, (kt // stages) % 2, (kt // stages) % 2) for kt in range(k_tiles)]
+    # section 8: the parity a wait passes, and where each tile's k-tiles start in a persistent CTA's ring; the lesson
+    # prints no hand-back
+    "6.2": (["kt % stages", "def passes(completed_phases, parity):",
+             "first_slot, loads = loads % stages, loads + k_tiles"], """
+def ring_schedule(tile_k_tiles, stages):
+    plans, loads = [], 0
+    for k_tiles in tile_k_tiles:
+        first_slot, loads = loads % stages, loads + k_tiles
+        uses = [(loads - k_tiles + j) // stages for j in range(k_tiles)]
+        plans.append({"k_tiles": [((first_slot + j) % stages, u % 2, (u + 1) % 2, None) for j, u in enumerate(uses)],
+                      "drain": None})
+    return plans
 """),
     # section 3: the running sums and the accumulation error against float64 on the rounded inputs, fp16 first
     "7.1": (["s = (s + row).astype(acc).astype(np.float64)",

@@ -1,7 +1,7 @@
 """Checks of lesson 6 (shared-memory layouts and async pipelines), the three CPU exercises: a swizzle that makes a
-tile's 16-byte column reads and row stores conflict-free, the slot and parity bookkeeping of a full/empty mbarrier
-ring, and the deepest pipeline that fits a shared-memory budget. (The two kernel exercises have their own modules:
-``l06_cp_async`` and ``l06_tma_pipeline``.)
+tile's 16-byte column reads and row stores conflict-free, the slots, parities and releases of a persistent CTA's
+full/empty mbarrier ring, and the deepest pipeline that fits a shared-memory budget. (The kernel exercises have their
+own modules.)
 
 The judges use the course's references: :mod:`cutecourse.hw.banks` counts wavefronts, a small model of mbarrier
 phases runs the learner's ring schedule, and :func:`cutecourse.hw.occupancy` says how many CTAs fit an SM. A judge
@@ -103,24 +103,39 @@ def _judge_swizzle(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str
 choose_swizzle = Check("choose_swizzle", "choose_swizzle", lambda: [(64, 16), (32, 16), (32, 32), (8, 16)],
                        _judge_swizzle)
 
-# --------------------------------------------------------------------------- 6.2 the ring's slots and parities
+# --------------------------------------------------------------------------- 6.2 a persistent CTA's ring
 
 
-def _parity_pair(value: Any, k_tiles: int, stages: int) -> list[tuple[int, int, int]] | str:
-    if not isinstance(value, (list, tuple)) or len(value) != k_tiles:
-        return f"expected a list of {k_tiles} (slot, full_parity, empty_parity) triples, one per k-tile; got {value!r}"
-    out = []
-    for kt, item in enumerate(value):
-        if not (isinstance(item, (list, tuple)) and len(item) == 3 and all(
-                isinstance(x, int) and not isinstance(x, bool) for x in item)):
-            return f"k-tile {kt}: expected (slot, full_parity, empty_parity), three ints, got {item!r}"
-        slot, full, empty = item
-        if not 0 <= slot < stages:
-            return f"k-tile {kt}: slot {slot} is not one of the ring's {stages} slots (0..{stages - 1})"
-        if full not in (0, 1) or empty not in (0, 1):
-            return f"k-tile {kt}: a parity is 0 or 1, got full_parity={full}, empty_parity={empty}"
-        out.append((slot, full, empty))
-    return out
+def _tile_plans(value: Any, tile_k_tiles: list[int], stages: int) -> list[tuple[list[tuple[Any, ...]], Any]] | str:
+    """The learner's plan checked for form: per tile, (its k-tiles' (slot, full_parity, empty_parity, release), its
+    drain), or a hint saying what is malformed."""
+    def slot_or_none(x: Any) -> bool:
+        return x is None or isinstance(x, int) and not isinstance(x, bool) and 0 <= x < stages
+
+    if not isinstance(value, (list, tuple)) or len(value) != len(tile_k_tiles):
+        return (f"expected a list of {len(tile_k_tiles)} plans, one per tile, each a dict with 'k_tiles' and "
+                f"'drain'; got {value!r}"[:300])
+    plans = []
+    for t, (plan, k) in enumerate(zip(value, tile_k_tiles)):
+        if not isinstance(plan, dict) or set(plan) != {"k_tiles", "drain"}:
+            return f"tile {t}: expected a dict with the keys 'k_tiles' and 'drain', got {plan!r}"[:300]
+        steps = plan["k_tiles"]
+        if not isinstance(steps, (list, tuple)) or len(steps) != k:
+            return f"tile {t} has {k} k-tile(s): expected its 'k_tiles' to list {k} tuples, got {steps!r}"[:300]
+        for j, item in enumerate(steps):
+            if not (isinstance(item, (list, tuple)) and len(item) == 4):
+                return f"tile {t}, k-tile {j}: expected (slot, full_parity, empty_parity, release), got {item!r}"
+            slot, full, empty, release = item
+            if not (slot_or_none(slot) and slot is not None):
+                return f"tile {t}, k-tile {j}: slot {slot!r} is not one of the ring's {stages} slots (0..{stages - 1})"
+            if full not in (0, 1) or empty not in (0, 1) or isinstance(full, bool) or isinstance(empty, bool):
+                return f"tile {t}, k-tile {j}: a parity is 0 or 1, got full_parity={full!r}, empty_parity={empty!r}"
+            if not slot_or_none(release):
+                return f"tile {t}, k-tile {j}: release is a slot (0..{stages - 1}) or None, got {release!r}"
+        if not slot_or_none(plan["drain"]):
+            return f"tile {t}: drain is a slot (0..{stages - 1}) or None, got {plan['drain']!r}"
+        plans.append(([tuple(step) for step in steps], plan["drain"]))
+    return plans
 
 
 def _passes(completed: int, parity: int) -> bool:
@@ -130,65 +145,139 @@ def _passes(completed: int, parity: int) -> bool:
     return completed % 2 != parity
 
 
-def ring_hint(k_tiles: int, stages: int, value: Any) -> str | None:
-    """Run the schedule on a model of the ring: a producer loads k-tile kt into its slot after waiting on that slot's
-    empty barrier, the load completes the slot's full barrier, the consumer waits on full, computes, and completes
-    empty. The scheduler lets each wait through as early as its parity allows and lands loads as late as it can,
-    so a wait that passes too early is caught as a race and one that never passes as a deadlock."""
-    schedule = _parity_pair(value, k_tiles, stages)
-    if isinstance(schedule, str):
-        return schedule
+def ring_hint(tile_k_tiles: list[int], stages: int, value: Any) -> str | None:
+    """Run the plan on a model of a persistent CTA's ring, initialised once for all its tiles. The producer loads
+    every tile's k-tiles in order, each into its slot after waiting on that slot's `empty`; the load completes the
+    slot's `full`. The consumer, per k-tile, waits on `full`, starts the k-tile's MMA batch, learns that every batch
+    but that one has finished (one batch in flight), and releases the slot it names (one arrival on its `empty`); at
+    the end of a tile it waits for every batch and releases the slot of the tile's `drain`, then runs the epilogue.
+    The producer's tail waits for every slot's last release. The scheduler lets each wait through as early as its
+    parity allows and lands loads as late as it can, so a wait that passes too early is caught as a race, one that
+    never passes as a deadlock, and a release of a slot still being read as a race."""
+    plans = _tile_plans(value, tile_k_tiles, stages)
+    if isinstance(plans, str):
+        return plans
+    order = [(t, j) for t, k in enumerate(tile_k_tiles) for j in range(k)]  # the producer's loads, in order
     full, empty = [0] * stages, [0] * stages  # completed phases of each slot's barriers
-    holds: list[int | None] = [None] * stages  # the k-tile each slot holds (loaded or on its way)
+    holds: list[int | None] = [None] * stages  # the load (index into `order`) each slot holds or receives
     landed = [False] * stages
-    produced = consumer = 0  # the k-tiles before `consumer` are consumed: the consumer takes them in order
+    released: set[int] = set()  # loads whose slot the consumer has handed back
     in_flight: list[int] = []  # slots whose loads were issued and have not landed
-    while consumer < k_tiles:
-        if produced < k_tiles:
-            slot, _, wait_empty = schedule[produced]
+    # The consumer's actions in program order: ("wait", load) then ("release", slot, load just started, tile, j)
+    # per k-tile, and ("drain", slot, tile) at each tile's end.
+    actions: list[tuple[Any, ...]] = []
+    load = 0
+    for t, (steps, drain) in enumerate(plans):
+        for j, (_, _, _, release) in enumerate(steps):
+            actions.append(("wait", load, t, j))
+            if release is not None:
+                actions.append(("release", release, load, t, j))
+            load += 1
+        if drain is not None:
+            actions.append(("drain", drain, t))
+    flat = [step for steps, _ in plans for step in steps]
+    started: list[int] = []  # loads whose MMA batch the consumer has started
+    produced = consumed = 0
+
+    def where(i: int) -> str:
+        return f"tile {order[i][0]}, k-tile {order[i][1]}"
+
+    def hand_back(slot: int, finished: list[int], what: str) -> str | None:
+        held = holds[slot]
+        if held is None or held not in started:
+            return (f"{what} releases slot {slot}, which holds no k-tile the consumer has read "
+                    f"({'nothing yet' if held is None else where(held) + ', not yet read'}): the producer may "
+                    f"overwrite a slot before its data is used")
+        if held in released:
+            return (f"{what} releases slot {slot} a second time for {where(held)}: each use of a slot is released "
+                    f"once, or its empty barrier runs a phase ahead and the producer overwrites a slot still in use")
+        if held not in finished:
+            return (f"race: {what} releases slot {slot} while the MMA batch of {where(held)}, which reads it, may "
+                    f"still be running: only batches before the one in flight have finished")
+        released.add(held)
+        empty[slot] += 1
+        return None
+
+    while consumed < len(actions):
+        if produced < len(order):
+            slot, _, wait_empty, _ = flat[produced]
             if _passes(empty[slot], wait_empty):
                 previous = holds[slot]
-                if previous is not None and previous >= consumer:
-                    return (f"race: the producer's wait for k-tile {produced} (empty[{slot}], parity {wait_empty}) "
-                            f"passes while slot {slot} still holds k-tile {previous}, which the consumer has not "
-                            f"read: that load would overwrite it")
+                if previous is not None and previous not in released:
+                    return (f"race: the producer's wait for {where(produced)} (empty[{slot}], parity {wait_empty}) "
+                            f"passes while slot {slot} still holds {where(previous)}, which the consumer has not "
+                            f"released: that load would overwrite it")
                 holds[slot], landed[slot] = produced, False
                 in_flight.append(slot)
                 produced += 1
                 continue
-        slot, wait_full, _ = schedule[consumer]
-        if _passes(full[slot], wait_full):
-            if holds[slot] != consumer or not landed[slot]:
-                what = ("its load has not landed" if holds[slot] == consumer else
-                        f"the slot holds {'nothing yet' if holds[slot] is None else f'k-tile {holds[slot]}'}")
-                return (f"race: the consumer's wait for k-tile {consumer} (full[{slot}], parity {wait_full}) passes "
-                        f"while {what}: it would multiply the wrong data")
-            empty[slot] += 1
-            consumer += 1
+        action = actions[consumed]
+        if action[0] == "wait":
+            _, i, t, j = action
+            slot, wait_full, _, _ = flat[i]
+            if _passes(full[slot], wait_full):
+                if holds[slot] != i or not landed[slot]:
+                    what = ("its load has not landed" if holds[slot] == i else
+                            f"the slot holds {'nothing yet' if holds[slot] is None else where(holds[slot])}")
+                    return (f"race: the consumer's wait for {where(i)} (full[{slot}], parity {wait_full}) passes "
+                            f"while {what}: it would multiply the wrong data")
+                started.append(i)
+                consumed += 1
+                continue
+        else:
+            if action[0] == "release":
+                _, slot, i, t, j = action
+                problem = hand_back(slot, started[:-1], f"tile {t}, k-tile {j}")
+            else:
+                _, slot, t = action
+                problem = hand_back(slot, started, f"tile {t}'s drain")
+            if problem:
+                return problem
+            consumed += 1
             continue
         if in_flight:  # nothing can move until a load lands: land the oldest
             done = in_flight.pop(0)
             landed[done] = True
             full[done] += 1
             continue
-        who = (f"the producer waits for k-tile {produced} on empty[{schedule[produced][0]}] (parity "
-               f"{schedule[produced][2]}) and " if produced < k_tiles else "")
-        return (f"deadlock: {who}the consumer waits for k-tile {consumer} on full[{slot}] (parity {wait_full}), "
-                f"after full[{slot}] completed {full[slot]} phase(s) and empty[{slot}] {empty[slot]}; neither wait "
-                f"can pass. Which phase has each barrier just finished when k-tile {consumer} comes round?")
+        i = action[1]
+        slot, wait_full, _, _ = flat[i]
+        blocked = flat[produced][0] if produced < len(order) else None
+        held = holds[blocked] if blocked is not None else None
+        if held is not None and held in started and held not in released:
+            return (f"deadlock: the producer waits for {where(produced)} on empty[{blocked}], and slot {blocked} still "
+                    f"holds {where(held)}, read and never released; the consumer waits for {where(i)} on "
+                    f"full[{slot}]. When is each slot handed back, the last of a tile's included?")
+        who = (f"the producer waits for {where(produced)} on empty[{blocked}] (parity {flat[produced][2]}) and "
+               if blocked is not None else "")
+        return (f"deadlock: {who}the consumer waits for {where(i)} on full[{slot}] (parity {wait_full}), after "
+                f"full[{slot}] completed {full[slot]} phase(s) and empty[{slot}] {empty[slot]}; neither wait can "
+                f"pass. How many times has the ring wrapped before this k-tile, counting the tiles before it?")
+    if produced < len(order):
+        slot = flat[produced][0]
+        return (f"deadlock: the consumer has finished, and the producer waits for {where(produced)} on empty[{slot}] "
+                f"(parity {flat[produced][2]}) after empty[{slot}] completed {empty[slot]} phase(s)")
+    unreleased = [i for i in started if i not in released]
+    if unreleased:
+        slot = flat[unreleased[0]][0]
+        return (f"deadlock: {len(unreleased)} k-tile(s) are never released, the first {where(unreleased[0])} in slot "
+                f"{slot}: the producer's tail (and, in a longer run, its next load into the slot) waits for that "
+                f"release forever")
     return None
 
 
-def random_ring_case(rng: random.Random) -> tuple[int, int]:
-    stages = rng.randint(1, 9)
-    return rng.randint(1, 4 * stages + 3), stages
+def random_ring_case(rng: random.Random) -> tuple[list[int], int]:
+    """A persistent CTA's tiles (1 to 6, some of no k-tiles) and a ring of 2 to 8 slots."""
+    stages = rng.randint(2, 8)
+    return [rng.choice([0, 1, rng.randint(1, 3 * stages)]) for _ in range(rng.randint(1, 6))], stages
 
 
 def _judge_ring(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | None:
     return ring_hint(*case, value)
 
 
-ring_schedule = Check("ring_schedule", "ring_schedule", lambda: [(4, 4), (10, 4), (7, 3), (2, 5)], _judge_ring)
+ring_schedule = Check("ring_schedule", "ring_schedule",
+                      lambda: [([4], 4), ([3, 5, 2], 2), ([7, 0, 6], 3), ([1, 1, 1, 1, 1], 3)], _judge_ring)
 
 # --------------------------------------------------------------------------- 6.3 the deepest pipeline that fits
 
