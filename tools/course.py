@@ -216,11 +216,9 @@ def lab(extra: list[str]) -> int:
     return _run([venv_script("jupyter"), "lab", *LAB_OPTIONS, *root, *extra], dry_run=False)
 
 
-#: The suite on two workers (pytest-xdist). Work units are tools/xdist_groups.py's: a notebook whole (its cells run
-#: in order in one kernel), the tests of a module that share a module fixture together (a shared grade is graded
-#: once), every other test on its own, so that no slow file keeps one worker busy while the other waits. Half the
-#: suite runs on one core otherwise.
-PARALLEL = ["-n", "2", "--dist", "loadgroup", "-p", "tools.xdist_groups"]
+#: The suite on two workers (pytest-xdist), a test file to a worker: a notebook's cells run in order in one kernel,
+#: and a file's shared grades (module fixtures) are graded once. Half the suite runs on one core otherwise.
+PARALLEL = ["-n", "2", "--dist", "loadfile"]
 
 
 #: The linter's run (its rules are pyproject.toml's [tool.ruff]); the notebooks are nbval's, not its.
