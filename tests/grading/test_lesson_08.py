@@ -25,8 +25,8 @@ from cutecourse import env
 from cutecourse.grading import checks, grader, reports, results, sandbox, wire
 from cutecourse.grading.checks import l08_dispatch as L
 
-from .submissions import (ROOT, answer_from_file, assert_failed, edited, grade_lesson, hard_coded, lesson_solution,
-                          outputs, statuses)
+from .submissions import (ROOT, answer_from_file, assert_failed, edited, exercise_report, grade_lesson, hard_coded,
+                          lesson_solution, outputs, solution_report, statuses)
 from .test_l08_splitk import GPU_MISTAKES, NOT_THE_ANSWER, PTX_MISTAKES
 from .test_no_copies import occurs, tokens
 
@@ -414,17 +414,12 @@ def test_the_reference_raster_is_the_hilbert_curve_and_steps_one_tile_at_a_time(
 def test_the_solution_scores_every_runnable_point_and_the_untouched_exercise_none(tmp_path):
     """Exercise by exercise: the solution notebook, as submitted, earns every point this machine can judge (the
     capstone's GPU points where there is a GPU), and the exercise notebook as built earns none."""
-    from cutecourse.grading import build
-    from cutecourse.grading import notebook as nbio
-
-    submission = tmp_path / f"{LESSON}.ipynb"
-    nbio.dump(build.as_submitted(nbio.load(ROOT / "solutions" / f"{LESSON}.ipynb")), submission)
-    solved = grader.grade(submission, grader.Course.at(ROOT), gpu_elsewhere=True)
+    solved = solution_report(tmp_path, LESSON)
     assert all(score == top > 0 for score, top in solved.exercises().values()), reports.summary(solved)
     assert set(solved.exercises()) == EXERCISES
     if GPU80:
         assert solved.exercises()["8.4"] == (float(CAPSTONE_POINTS),) * 2, reports.summary(solved)
-    untouched = grader.grade(ROOT / "exercises" / f"{LESSON}.ipynb", grader.Course.at(ROOT))
+    untouched = exercise_report(LESSON)
     assert {e: score for e, (score, _) in untouched.exercises().items()} == dict.fromkeys(EXERCISES, 0.0), \
         reports.summary(untouched)
 

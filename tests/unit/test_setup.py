@@ -130,8 +130,8 @@ def test_the_makefile_sets_up_through_the_script(goal, expected):
 
 def test_another_interpreter_skips_the_set_up():
     """The Modal image and a GPU host set PYTHON: `make test-gpu` then runs pytest with it and builds no .venv."""
-    out = make_n("test-gpu", "PYTHON=python3")
-    assert out.stdout.strip() == "python3 -m pytest -m gpu", out.stdout
+    out = make_n("test-gpu", "PYTHON=python3", "GPU_WORKERS=12")
+    assert out.stdout.strip() == "python3 -m pytest -m gpu -n 12 --dist load", out.stdout
 
 
 def test_jupyterlab_opens_at_the_course_root_on_the_lessons_without_its_news_prompt(monkeypatch):
