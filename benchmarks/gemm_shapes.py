@@ -6,19 +6,19 @@
     python benchmarks/gemm_shapes.py --plot run.csv        # only the chart of an earlier run's CSV
 
 ``y = x @ W.t()`` as ``nn.Linear`` computes it: x (M, K) row-major, W (N, K) row-major (so b = W.t() is K-major),
-y (M, N) of x's dtype, random-normal data. The shapes (`SHAPES`): the issue's table (big squares, LLM layers at
-M = 128 to 8192, skinny and deep-K problems; the table lists 13, which its geomean calls 14), then the decode-sized
-M = 1, 16 and 64 against the three LLM weights. Kernels: torch.matmul, ``cutecourse.gemm`` (whatever it dispatches
-to, with the tuner's cache ignored) and quack's GEMM where quack imports. Then, on three shapes (`EXTRAS`), the fused
-epilogue GELU(x @ W.t() + bias) against cuBLASLt's (``torch._addmm_activation``) and fp8 e4m3 against
-``torch._scaled_mm``, as benchmarks/epilogue.py times them.
+y (M, N) of x's dtype, random-normal data. The shapes are `cutecourse.kernels.gemm.winners.SHAPES`, which the
+winners table is raced on: the issue's table (big squares, LLM layers at M = 128 to 8192, skinny and deep-K problems;
+the table lists 13, which its geomean calls 14), then the decode-sized M = 1, 16 and 64 against the three LLM weights.
+Kernels: torch.matmul, ``cutecourse.gemm`` (whatever it dispatches to, with the tuner's cache ignored) and quack's GEMM
+where quack imports. Then, on three shapes (`EXTRAS`), the fused epilogue GELU(x @ W.t() + bias) against cuBLASLt's
+(``torch._addmm_activation``) and fp8 e4m3 against ``torch._scaled_mm``, as benchmarks/epilogue.py times them.
 
 Every kernel is checked against float64 torch first, then the kernels of a shape are timed in
-`cutecourse.bench.settled_rounds` (settled, interleaved: the H200's clock follows its power draw), with the SM clock
-and board power while each ran. The CSV goes to benchmarks/results/ (one row per kernel and shape: its ratio to its
-baseline timed in the same rounds), the chart beside it; printed: the table, and per dtype the geomean and the worst
-ratio of ``cutecourse.gemm`` (and quack) to torch.matmul. The goals (issue 34): geomean ≥ 1.00 in bf16 and fp16, no
-shape below 0.90.
+`cutecourse.bench.settled_rounds` (settled, interleaved: the H200's clock follows its power draw), with the SM clock and
+board power while each ran. The CSV goes to benchmarks/results/ (one row per kernel and shape: its ratio to its baseline
+timed in the same rounds), the chart beside it; printed: the table, and per dtype the geomean and the worst ratio of
+``cutecourse.gemm`` (and quack) to torch.matmul. The goals (issue 34): geomean ≥ 1.00 in bf16 and fp16, no shape below
+0.90.
 """
 
 from __future__ import annotations
@@ -39,14 +39,7 @@ sys.path.insert(0, str(Path(__file__).parent))  # benchmarks/epilogue.py, whose 
 import epilogue as fused_bench  # noqa: E402
 
 from cutecourse import bench  # noqa: E402
-
-SUITE = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 28672), (4096, 28672, 4096), (4096, 4096, 14336),
-         (1024, 6144, 4096), (1024, 4096, 14336), (128, 6144, 4096), (128, 28672, 4096), (128, 4096, 14336),
-         (1024, 1536, 512), (256, 8192, 8192), (1024, 1024, 16384)]
-#: The LLM layers' weights (N, K) of the suite, and the decode-sized M run against each.
-WEIGHTS = [(6144, 4096), (28672, 4096), (4096, 14336)]
-DECODE_M = (1, 16, 64)
-SHAPES = SUITE + [(m, n, k) for n, k in WEIGHTS for m in DECODE_M]
+from cutecourse.kernels.gemm.winners import SHAPES  # noqa: E402  the suite, which the winners table is raced on
 #: Where the fused epilogue and fp8 are timed too.
 EXTRAS = [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 28672, 4096)]
 OURS = "cutecourse.gemm"

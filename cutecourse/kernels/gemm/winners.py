@@ -34,6 +34,17 @@ CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
 )
 
 
+#: The shapes the table is raced on and `benchmarks/gemm_shapes.py` times (issue 34's suite), as ``y = x @ W.t()``
+#: with x (M, K) and the weights W (N, K): big squares, LLM layers at M = 128 to 8192, a skinny and a deep-K problem,
+#: then the decode-sized M of `DECODE_M` against each of the three LLM layers' weights (`WEIGHTS`).
+SUITE = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 28672), (4096, 28672, 4096), (4096, 4096, 14336),
+         (1024, 6144, 4096), (1024, 4096, 14336), (128, 6144, 4096), (128, 28672, 4096), (128, 4096, 14336),
+         (1024, 1536, 512), (256, 8192, 8192), (1024, 1024, 16384)]
+WEIGHTS = [(6144, 4096), (28672, 4096), (4096, 14336)]
+DECODE_M = (1, 16, 64)
+SHAPES = SUITE + [(m, n, k) for n, k in WEIGHTS for m in DECODE_M]
+
+
 def shape_class(m: int, n: int, k: int) -> str:
     """The class of an (M, N, K) problem: each extent rounded up to a power of two, as ``"MxNxK"``."""
     for name, x in (("m", m), ("n", n), ("k", k)):
