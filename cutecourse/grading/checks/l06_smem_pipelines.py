@@ -109,8 +109,8 @@ choose_swizzle = Check("choose_swizzle", "choose_swizzle", lambda: [(64, 16), (3
 def _tile_plans(value: Any, tile_k_tiles: list[int], stages: int) -> list[tuple[list[tuple[Any, ...]], Any]] | str:
     """The learner's plan checked for form: per tile, (its k-tiles' (slot, full_parity, empty_parity, release), its
     drain), or a hint saying what is malformed."""
-    def slot_or_none(x: Any) -> bool:
-        return x is None or isinstance(x, int) and not isinstance(x, bool) and 0 <= x < stages
+    def is_slot(x: Any) -> bool:
+        return isinstance(x, int) and not isinstance(x, bool) and 0 <= x < stages
 
     if not isinstance(value, (list, tuple)) or len(value) != len(tile_k_tiles):
         return (f"expected a list of {len(tile_k_tiles)} plans, one per tile, each a dict with 'k_tiles' and "
@@ -126,13 +126,13 @@ def _tile_plans(value: Any, tile_k_tiles: list[int], stages: int) -> list[tuple[
             if not (isinstance(item, (list, tuple)) and len(item) == 4):
                 return f"tile {t}, k-tile {j}: expected (slot, full_parity, empty_parity, release), got {item!r}"
             slot, full, empty, release = item
-            if not (slot_or_none(slot) and slot is not None):
+            if not is_slot(slot):
                 return f"tile {t}, k-tile {j}: slot {slot!r} is not one of the ring's {stages} slots (0..{stages - 1})"
             if full not in (0, 1) or empty not in (0, 1) or isinstance(full, bool) or isinstance(empty, bool):
                 return f"tile {t}, k-tile {j}: a parity is 0 or 1, got full_parity={full!r}, empty_parity={empty!r}"
-            if not slot_or_none(release):
+            if not (release is None or is_slot(release)):
                 return f"tile {t}, k-tile {j}: release is a slot (0..{stages - 1}) or None, got {release!r}"
-        if not slot_or_none(plan["drain"]):
+        if not (plan["drain"] is None or is_slot(plan["drain"])):
             return f"tile {t}: drain is a slot (0..{stages - 1}) or None, got {plan['drain']!r}"
         plans.append(([tuple(step) for step in steps], plan["drain"]))
     return plans
@@ -163,18 +163,17 @@ def ring_hint(tile_k_tiles: list[int], stages: int, value: Any) -> str | None:
     landed = [False] * stages
     released: set[int] = set()  # loads whose slot the consumer has handed back
     in_flight: list[int] = []  # slots whose loads were issued and have not landed
-    # The consumer's actions in program order: ("wait", load) then ("release", slot, load just started, tile, j)
-    # per k-tile, and ("drain", slot, tile) at each tile's end.
-    actions: list[tuple[Any, ...]] = []
-    load = 0
+    # The consumer's actions in program order: per k-tile ("wait", its load) then ("release", slot, who), and
+    # ("drain", slot, who) at each tile's end.
+    actions: list[tuple[str, int, str]] = []
+    loads = iter(range(len(order)))
     for t, (steps, drain) in enumerate(plans):
         for j, (_, _, _, release) in enumerate(steps):
-            actions.append(("wait", load, t, j))
+            actions.append(("wait", next(loads), ""))
             if release is not None:
-                actions.append(("release", release, load, t, j))
-            load += 1
+                actions.append(("release", release, f"tile {t}, k-tile {j}"))
         if drain is not None:
-            actions.append(("drain", drain, t))
+            actions.append(("drain", drain, f"tile {t}'s drain"))
     flat = [step for steps, _ in plans for step in steps]
     started: list[int] = []  # loads whose MMA batch the consumer has started
     produced = consumed = 0
@@ -211,9 +210,9 @@ def ring_hint(tile_k_tiles: list[int], stages: int, value: Any) -> str | None:
                 in_flight.append(slot)
                 produced += 1
                 continue
-        action = actions[consumed]
-        if action[0] == "wait":
-            _, i, t, j = action
+        kind, arg, who = actions[consumed]
+        if kind == "wait":
+            i = arg
             slot, wait_full, _, _ = flat[i]
             if _passes(full[slot], wait_full):
                 if holds[slot] != i or not landed[slot]:
@@ -224,13 +223,8 @@ def ring_hint(tile_k_tiles: list[int], stages: int, value: Any) -> str | None:
                 started.append(i)
                 consumed += 1
                 continue
-        else:
-            if action[0] == "release":
-                _, slot, i, t, j = action
-                problem = hand_back(slot, started[:-1], f"tile {t}, k-tile {j}")
-            else:
-                _, slot, t = action
-                problem = hand_back(slot, started, f"tile {t}'s drain")
+        else:  # a release finds every batch but the one in flight finished; a drain, every batch
+            problem = hand_back(arg, started[:-1] if kind == "release" else started, who)
             if problem:
                 return problem
             consumed += 1
@@ -240,8 +234,6 @@ def ring_hint(tile_k_tiles: list[int], stages: int, value: Any) -> str | None:
             landed[done] = True
             full[done] += 1
             continue
-        i = action[1]
-        slot, wait_full, _, _ = flat[i]
         blocked = flat[produced][0] if produced < len(order) else None
         held = holds[blocked] if blocked is not None else None
         if held is not None and held in started and held not in released:
@@ -253,10 +245,6 @@ def ring_hint(tile_k_tiles: list[int], stages: int, value: Any) -> str | None:
         return (f"deadlock: {who}the consumer waits for {where(i)} on full[{slot}] (parity {wait_full}), after "
                 f"full[{slot}] completed {full[slot]} phase(s) and empty[{slot}] {empty[slot]}; neither wait can "
                 f"pass. How many times has the ring wrapped before this k-tile, counting the tiles before it?")
-    if produced < len(order):
-        slot = flat[produced][0]
-        return (f"deadlock: the consumer has finished, and the producer waits for {where(produced)} on empty[{slot}] "
-                f"(parity {flat[produced][2]}) after empty[{slot}] completed {empty[slot]} phase(s)")
     unreleased = [i for i in started if i not in released]
     if unreleased:
         slot = flat[unreleased[0]][0]
