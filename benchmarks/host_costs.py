@@ -6,11 +6,11 @@
 `compile`: each step compiled once in a fresh Python process with the DSL's file cache off, for its own arch (sm_80
 for steps 1-5, sm_90a for the Hopper steps), from CPU tensors; the seconds of `compile_for` alone.
 
-`launch`: the cached launcher (`module.gemm(a, b, c)`: checks, plan cache, pointers) against the bare compiled call it
-ends in, on a 64³ problem, each the best µs per call over `--rounds` interleaved batches of `--calls`, the
-garbage collector off (as timeit does). The figure is the difference: what the launcher adds per call. Beside them,
-in the same rounds: the same host compiled for TVM FFI (`cute.compile(..., options="--enable-tvm-ffi")`, called with
-plain ints, where the `apache-tvm-ffi` package is installed), and torch.matmul, the floor a small GEMM races.
+`launch`: the cached launcher (`module.gemm(a, b, c)`: the plan cache's key, the addresses, the stream) against the
+bare TVM FFI call it ends in (the compiled kernel called with ints built once), on a 64³ problem, and
+`cutecourse.gemm` (the dispatcher's own cache in front of the launcher) and torch.matmul, the floor a small GEMM
+races: each the best µs per call over `--rounds` interleaved batches of `--calls`, the garbage collector off (as
+timeit does). "launcher adds" is the difference between the launcher and the bare call.
 
 These were test assertions (at most 10 s to compile, at most 20 µs of launcher overhead) until a shared machine's
 noise failed one (21.5 µs on the H200). Timing is a benchmark: the figures go to benchmarks/RESULTS.md.
@@ -77,50 +77,28 @@ def best_us_per_call(calls, n: int, rounds: int) -> list[float]:
     return best
 
 
-def tvm_ffi() -> bool:
-    """Whether the DSL can build kernels called through TVM FFI (the `apache-tvm-ffi` package is installed)."""
-    try:
-        import tvm_ffi  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def launcher_overhead_us(step: str, n: int, rounds: int) -> dict[str, float]:
-    """µs per call for `step` on a 64³ bf16 problem: "launcher" (`module.gemm(a, b, c)`), "bare" (the compiled call
-    it ends in, with its pointers and extents built once), "tvm-ffi" (the same host compiled with
-    ``--enable-tvm-ffi`` and called with plain ints: `data_ptr()`s and extents; only where `tvm_ffi()`), and
-    "torch" (torch.matmul into the same output), interleaved."""
+    """µs per call for `step` on a 64³ bf16 problem: "launcher" (`module.gemm(a, b, c)`), "bare" (the TVM FFI
+    function it ends in, its arguments built once), "dispatch" (`cutecourse.gemm(a, b, c, config=...)` with the
+    step's default Config) and "torch" (torch.matmul into a bf16 output), interleaved."""
     import torch
 
+    import cutecourse
     from cutecourse.kernels import launch
-    from cutecourse.kernels.gemm import launcher
 
     module = importlib.import_module(f"cutecourse.kernels.gemm.{step}")
     a = torch.randn(64, 64, device="cuda").to(torch.bfloat16)
     b = torch.randn(64, 64, device="cuda").to(torch.bfloat16)
     c = torch.empty(64, 64, device="cuda")
     config = module.Config()
-    bare, ops, fused = module.gemm.plan(a, b, c, config)
-    stream = launch.current_stream()
-    extents = launcher.extents(ops, a, b, c)
-    pointers = launcher.pointers(ops, a, b, c)
-    tail: tuple = ()
-    if module.gemm.fuses:  # the plain epilogue's unused pointers (D's pointer stands in), alpha and beta
-        tail = (*launcher.epilogue_pointers(fused, ops, pointers[2]), 1.0, 0.0)
-    args = (*pointers, *extents, stream, *tail)
-    calls = {"launcher": lambda: module.gemm(a, b, c), "bare": lambda: bare(*args)}
-    if tvm_ffi():
-        compiled = launcher.compile_for(module.host, config, ops, a, b, c, stream, options="--enable-tvm-ffi",
-                                        fused=fused if module.gemm.fuses else None)
-        ints = (a.data_ptr(), b.data_ptr(), c.data_ptr(), *extents, stream)
-        if module.gemm.fuses:
-            ints += (c.data_ptr(),) * 3 + (1.0, 0.0)
-        compiled(*ints)
-        torch.cuda.synchronize()
-        calls["tvm-ffi"] = lambda: compiled(*ints)
+    plan = module.gemm.plan(a, b, c, config)
+    args = (a.data_ptr(), b.data_ptr(), c.data_ptr(), *plan.extents, launch.raw_stream(a.get_device()))
+    if module.gemm.fuses:  # the plain epilogue's unused pointers (D's address stands in), alpha and beta
+        args += (c.data_ptr(),) * 3 + (1.0, 0.0)
     ab = torch.empty(64, 64, device="cuda", dtype=torch.bfloat16)
-    calls["torch"] = lambda: torch.matmul(a, b, out=ab)
+    calls = {"launcher": lambda: module.gemm(a, b, c), "bare": lambda: plan.fn(*args),
+             "dispatch": lambda: cutecourse.gemm(a, b, c, config=config),
+             "torch": lambda: torch.matmul(a, b, out=ab)}
     return dict(zip(calls, best_us_per_call(list(calls.values()), n, rounds)))
 
 
@@ -140,16 +118,15 @@ def main() -> None:
 
     major, minor = torch.cuda.get_device_capability()
     print(f"{torch.cuda.get_device_name()} (sm_{major}{minor})")
-    ffi = "TVM FFI call (ints)" if tvm_ffi() else "TVM FFI call (apache-tvm-ffi not installed)"
-    print(f"| step | launcher | bare compiled call | {ffi} | torch.matmul | launcher adds |\n|---|---|---|---|---|---|")
+    print("| step | launcher | bare TVM FFI call | cutecourse.gemm | torch.matmul | launcher adds |\n"
+          "|---|---|---|---|---|---|")
     for step in args.steps:
         module = importlib.import_module(f"cutecourse.kernels.gemm.{step}")
         if module.gemm.min_cc > 10 * major + minor:
             print(f"| {step} | needs sm_{module.gemm.min_cc} | | | | |")
             continue
         us = launcher_overhead_us(step, args.calls, args.rounds)
-        ffi_us = f"{us['tvm-ffi']:.1f}" if "tvm-ffi" in us else ""
-        print(f"| {step} | {us['launcher']:.1f} | {us['bare']:.1f} | {ffi_us} | {us['torch']:.1f} | "
+        print(f"| {step} | {us['launcher']:.1f} | {us['bare']:.1f} | {us['dispatch']:.1f} | {us['torch']:.1f} | "
               f"{us['launcher'] - us['bare']:.1f} |", flush=True)
 
 

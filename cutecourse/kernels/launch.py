@@ -75,8 +75,9 @@ class Launcher:
 
     ``Launcher(compile, arguments)``: ``compile(key, *tensors, stream)`` builds the kernel on the first call with a
     key (shapes are dynamic, so one compile serves every shape); ``arguments(key, *tensors)`` turns the tensors into
-    what the compiled kernel takes (CuTe tensors, or pointers and extents). A module's public function checks its
-    tensors, chooses the key and launches::
+    what the compiled kernel takes (CuTe tensors, or pointers and extents); a subclass that launches in its own
+    ``__call__`` (the GEMM steps' `cutecourse.kernels.gemm.launcher.Launcher`) gives none. A module's public function
+    checks its tensors, chooses the key and launches::
 
         _launcher = launch.Launcher(compile, _arguments)
 
@@ -84,7 +85,7 @@ class Launcher:
             return _launcher(plan(src, dst), src, dst)
     """
 
-    def __init__(self, compile: Callable[..., Any], arguments: Callable[..., Sequence[Any]]) -> None:
+    def __init__(self, compile: Callable[..., Any], arguments: Callable[..., Sequence[Any]] | None = None) -> None:
         self.compile, self.arguments = compile, arguments
         self.compiled: dict[Any, Any] = {}
 
@@ -109,11 +110,17 @@ class Launcher:
 _STREAMS: dict[int, Any] = {}
 
 
+def raw_stream(device: int) -> int:
+    """torch's current CUDA stream on `device`, as the driver's handle (an int): what a kernel called through TVM FFI
+    takes (`cutecourse.kernels.gemm.launcher`). ``torch._C._cuda_getCurrentRawStream`` (Triton's way) costs a
+    fraction of a microsecond, where ``torch.cuda.current_stream()`` builds a Python stream object on every call."""
+    return torch._C._cuda_getCurrentRawStream(device)
+
+
 def current_stream(device: int | None = None) -> Any:
-    """torch's current CUDA stream on `device` (default: the current one), as the driver type compiled kernels take;
-    one object per stream. ``torch._C._cuda_getCurrentRawStream`` (Triton's way) costs a fraction of a microsecond,
-    where ``torch.cuda.current_stream()`` builds a Python stream object on every call."""
-    handle = torch._C._cuda_getCurrentRawStream(torch.cuda.current_device() if device is None else device)
+    """torch's current CUDA stream on `device` (default: the current one), as the driver type the DSL's own call path
+    takes; one object per stream (`raw_stream`'s handle inside)."""
+    handle = raw_stream(torch.cuda.current_device() if device is None else device)
     stream = _STREAMS.get(handle)
     if stream is None:
         stream = _STREAMS[handle] = cuda.CUstream(handle)

@@ -128,24 +128,45 @@ def cell_count(page) -> int:
     return page.eval_on_selector(SVG, "svg => svg.querySelectorAll('g.cell').length")
 
 
+def accept_dialogs(page, said: list[str]) -> None:
+    """JupyterLab's own dialogs (a kernel that died and restarts, a kernel to pick) cover the notebook and take every
+    click (a CI run lost 120 s to one): accept each, and keep what it said for the failure message."""
+    for _ in range(5):
+        dialog = page.locator(".jp-Dialog")
+        if not dialog.count():
+            return
+        said.append(" ".join(dialog.first.inner_text().split()))
+        dialog.first.locator(".jp-Dialog-button.jp-mod-accept").click()
+        page.wait_for_timeout(500)
+
+
 def run_all_cells(page, lab: str, pictures: tuple[str, ...] | None = None, timeout_ms: float | None = None) -> None:
     """Run the notebook's cells, then wait until each of `pictures` (CSS selectors of SVGs; the demo's three
-    explorers by default) is drawn, each within `timeout_ms` (default: the page's)."""
-    page.goto(lab)
-    page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status=idle]")  # keys sent earlier are lost
-    # On a loaded machine the first "Run All" can reach a kernel that is not listening yet and run nothing: try again.
-    for attempt in range(3):
-        page.click(".jp-CodeCell .jp-InputArea-editor")
-        page.click("li.lm-MenuBar-item:has-text('Run')")
-        page.click("li.lm-Menu-item:has-text('Run All Cells')")
-        try:  # running ([*]) or done ([1]): a cell that imports the DSL can run for minutes on a loaded machine
-            page.wait_for_selector(".jp-InputPrompt:has-text('[*]'), .jp-InputPrompt:has-text('[1]')", timeout=30_000)
-            break
-        except Exception:  # noqa: BLE001 - playwright's TimeoutError; the last try's failure is the next wait's
-            if attempt == 2:
-                raise
-    for picture in pictures or tuple(f"{e} .cc-picture svg" for e in (EXPLORER, ROOFLINE, DIVIDE)):
-        page.wait_for_selector(picture, timeout=timeout_ms)
+    explorers by default) is drawn, each within `timeout_ms` (default: the page's). A failure names the dialogs
+    JupyterLab showed on the way."""
+    said: list[str] = []
+    try:
+        page.goto(lab)
+        page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status=idle]")  # keys sent earlier are lost
+        # On a loaded machine the first "Run All" can reach a kernel that is not listening yet and run nothing: again.
+        for attempt in range(3):
+            for target in (".jp-CodeCell .jp-InputArea-editor", "li.lm-MenuBar-item:has-text('Run')",
+                           "li.lm-Menu-item:has-text('Run All Cells')"):
+                accept_dialogs(page, said)
+                page.click(target)
+            try:  # running ([*]) or done ([1]): a cell that imports the DSL can run for minutes on a loaded machine
+                page.wait_for_selector(".jp-InputPrompt:has-text('[*]'), .jp-InputPrompt:has-text('[1]')",
+                                       timeout=30_000)
+                break
+            except Exception:  # noqa: BLE001 - playwright's TimeoutError; the last try's failure is the next wait's
+                if attempt == 2:
+                    raise
+        for picture in pictures or tuple(f"{e} .cc-picture svg" for e in (EXPLORER, ROOFLINE, DIVIDE)):
+            page.wait_for_selector(picture, timeout=timeout_ms)
+    except Exception as e:
+        if not said:
+            raise
+        raise AssertionError(f"{e}\nJupyterLab's dialogs on the way: {said}") from e
 
 
 def test_layout_explorer_redraws_when_the_shape_changes(sync_api, lab, tmp_path):

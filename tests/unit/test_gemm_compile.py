@@ -111,3 +111,25 @@ def test_every_dtype_and_major_compiles(step, combo):
     ab, c, a_major, b_major = combo
     code = compile_ptx(step, *operands(72, 40, 24, ab, c, a_major, b_major))
     assert has(code, STEPS[step][0])
+
+
+@pytest.mark.parametrize("step", ["gemm02_smem", "gemm11_pingpong"])
+def test_the_launcher_compiles_a_tvm_ffi_function_that_takes_what_it_is_called_with(step):
+    """The launcher calls each kernel's bare TVM FFI function with ints (`launcher.Launcher.__call__`): the three
+    addresses, the extents, the stream's handle, and for a fused step its C, bias and aux addresses, alpha and beta.
+    The function's C entry point checks each argument's type; asked with none, it names what it takes."""
+    module = importlib.import_module(f"cutecourse.kernels.gemm.{step}")
+    a, b, c = operands(200, 136, 72)
+    ops = traits(a, b, c, step=step, vector=module.gemm.vector)
+    # For sm_90a, the compile-only arch: the DSL makes the callable function only for the arch it runs on.
+    compiled = launcher.compile_for(module.host, module.Config(), ops, a, b, c, make_fake_stream(),
+                                    options=f"{launcher.TVM_FFI} --gpu-arch sm_90a")
+    fn = compiled.__tvm_ffi_object__()
+    head = ("pA: DataPointer, pB: DataPointer, pC: DataPointer, m: int32, n: int32, k: int32, lda: int32, "
+            "ldb: int32, ldc: int32, stream: Stream")
+    tail = ", pSrc: DataPointer, pBias: DataPointer, pAux: DataPointer, alpha: float32, beta: float32"
+    with pytest.raises(TypeError) as asked:
+        fn()
+    assert f"host({head}{tail if module.gemm.fuses else ''})" in str(asked.value)
+    with pytest.raises(TypeError, match=r"argument #0 .* expected handle or int"):  # a pointer object is refused
+        fn(1.5, *range(1, 10), *((1, 1, 1, 1.0, 0.0) if module.gemm.fuses else ()))

@@ -165,40 +165,40 @@ def test_explicit_stages_that_do_not_fit_shared_memory_are_refused_at_compile_ti
                                 options="--gpu-arch sm_90a")
 
 
-def test_a_launch_checks_and_compiles_once_then_passes_aligned_pointers_and_the_extents(monkeypatch):
+def test_a_launch_checks_and_compiles_once_for_tvm_ffi_then_passes_the_addresses_and_the_extents(monkeypatch):
     """The launcher's cached path, on CPU tensors: the checks (here `traits`, as `check` would refuse a CPU tensor)
-    and the compile run on the first call only; every call gets the three pointers, 16-byte aligned for a vector
-    step, with M, N, K, the leading dimensions (a's padded: its stride, not K) and the stream."""
+    and the compile (for TVM FFI) run on the first call only; every call gets the three addresses as ints, with M,
+    N, K, the leading dimensions (a's padded: its stride, not K) and the stream's handle."""
     from cutecourse.kernels.gemm import gemm05_swizzle as step5
 
     checks = []
     compiles = []
     calls = []
 
+    class Compiled:  # what cute.compile returns for TVM FFI: a wrapper around the C entry point
+        def __tvm_ffi_object__(self):
+            return lambda *call: calls.append(call)
+
     def check(a, b, c, **kw):
         checks.append(kw["step"])
         return operands.traits(a, b, c, step=kw["step"], vector=kw["vector"])
 
     def compile_for(*args, **kw):
-        compiles.append(args[1])
-        return lambda *call: calls.append(call)
+        compiles.append((args[1], kw["options"]))
+        return Compiled()
 
     monkeypatch.setattr(operands, "check", check)
     monkeypatch.setattr(operands, "capability", lambda device: 80)  # an A100's shared memory budget
     monkeypatch.setattr(launcher, "compile_for", compile_for)
     monkeypatch.setattr(launcher.launch, "current_stream", lambda device=None: "the stream")
-    monkeypatch.setattr(launcher, "make_ptr", lambda dtype, address, space, assumed_align: (
-        str(dtype), address, assumed_align))
+    monkeypatch.setattr(launcher.launch, "raw_stream", lambda device: 0x5EED)
     gemm = launcher.Launcher(step5.host, step5.Config, vector=True, min_cc=80)
     _, b, c = problem(64, 32, 16)
     a = torch.empty(64, 24, dtype=torch.float16)[:, :16]  # a padded leading dimension: strides (24, 1)
     for _ in range(3):
         assert gemm(a, b, c) is c
-    assert checks == ["gemm05_swizzle"] and compiles == [step5.Config()] and len(calls) == 3
-    pa, pb, pc, m, n, k, lda, ldb, ldc, stream = calls[-1]
-    assert (pa, pb, pc) == (("Float16", a.data_ptr(), 16), ("Float16", b.data_ptr(), 16),
-                            ("Float32", c.data_ptr(), 16))
-    assert (m, n, k, lda, ldb, ldc, stream) == (64, 32, 16, 24, 32, 32, "the stream")
+    assert checks == ["gemm05_swizzle"] and compiles == [(step5.Config(), "--enable-tvm-ffi")] and len(calls) == 3
+    assert calls[-1] == (a.data_ptr(), b.data_ptr(), c.data_ptr(), 64, 32, 16, 24, 32, 32, 0x5EED)
 
 
 def test_the_plan_caches_are_bounded_and_forget_everything_when_full():

@@ -2,9 +2,12 @@
 (operand traits, Config, epilogue), remember each call's verdict (`plans`), then call with raw pointers; a compile
 cache whose hits cost a few microseconds.
 
-The compiled kernels take raw pointers and M, N, K, not DLPack tensors: building three pointers costs about 4 µs
-where three DLPack conversions cost about 30 µs, and the layouts are then written out in the host code
-(`device.tensors`), where a learner can read them.
+The compiled kernels take raw pointers and M, N, K, not DLPack tensors: the layouts are then written out in the host
+code (`device.tensors`), where a learner can read them. They are compiled for TVM FFI (``--enable-tvm-ffi``, the
+`apache-tvm-ffi` package) and called through its C entry point with plain ints: the tensors' ``data_ptr()``, the
+extents and the stream's handle, each argument's type checked in C. On an H200 a call through it cost 4.5-5.9 µs of
+host time, where the DSL's own Python call path with pointer objects cost 30-41 µs, and torch.matmul 11-14 µs
+(benchmarks/RESULTS.md): on a small GEMM the host's time per call, not the kernel, was what lost to cuBLAS.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import inspect
 import math
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, NamedTuple
 
 import cutlass
 import cutlass.cute as cute
@@ -25,6 +28,8 @@ from cutecourse.kernels.gemm import budget, device, epilogue, operands
 from cutecourse.kernels.gemm.plans import Plans
 
 GMEM = cute.AddressSpace.gmem
+#: What the launcher compiles its kernels with: a TVM FFI function, called with ints (the module's docstring).
+TVM_FFI = "--enable-tvm-ffi"
 
 
 def pointers(ops: operands.Operands, a: Any, b: Any, c: Any) -> tuple[Any, Any, Any]:
@@ -76,6 +81,17 @@ def _traits_of(t: Any) -> Any:
     return None if t is None else (t.dtype, t.device, t.shape, t.stride())
 
 
+class Plan(NamedTuple):
+    """What one call's checks decided, kept for the calls like it: the compiled kernel's TVM FFI function, the
+    operands' traits, the fused epilogue, and the extents it is called with (M, N, K, lda, ldb, ldc: fixed by the
+    shapes and strides the plan's key holds)."""
+
+    fn: Any
+    ops: operands.Operands
+    fused: Any
+    extents: tuple[int, ...]
+
+
 class Launcher(launch.Launcher):
     """One step's launcher: validate, compile once per (operand traits, config, epilogue), then call with raw
     pointers.
@@ -93,7 +109,7 @@ class Launcher(launch.Launcher):
     def __init__(self, host: Any, config_type: Callable[..., Any], *, vector: bool, min_cc: int,
                  for_device: Callable[[Any, Any], Any] | None = None, epilogue: bool = False,
                  fp8: bool = False) -> None:
-        super().__init__(self._compile, self._arguments)
+        super().__init__(self._compile)  # it launches itself: `__call__`
         self.host = host
         self.config_type = config_type
         self.default = config_type()
@@ -107,16 +123,12 @@ class Launcher(launch.Launcher):
 
     def _compile(self, key: tuple[Any, ...], a: Any, b: Any, c: Any, stream: Any, **tensors: Any) -> Any:
         ops, config, fused = key
-        return compile_for(self.host, config, ops, a, b, c, stream, fused=fused if self.fuses else None, **tensors)
-
-    @staticmethod
-    def _arguments(key: tuple[Any, ...], a: Any, b: Any, c: Any) -> tuple[Any, ...]:
-        return (*pointers(key[0], a, b, c), *extents(key[0], a, b, c))
+        return compile_for(self.host, config, ops, a, b, c, stream, options=TVM_FFI,
+                           fused=fused if self.fuses else None, **tensors)
 
     def plan(self, a: Any, b: Any, c: Any, config: Any, epilogue_: Any = None, alpha: Any = 1.0, beta: Any = 0.0,
-             source: Any = None, bias: Any = None, aux: Any = None) -> tuple[Any, operands.Operands, Any] | None:
-        """Check the call, compile if needed, and return the compiled kernel, the operands' traits and the fused
-        epilogue (None: nothing to launch)."""
+             source: Any = None, bias: Any = None, aux: Any = None) -> Plan | None:
+        """Check the call, compile if needed, and return its `Plan` (None: nothing to launch)."""
         asked = [name for name, value in (("epilogue", epilogue_), ("c", source), ("bias", bias), ("aux", aux))
                  if value is not None] + [name for name, value, plain in (("alpha", alpha, 1), ("beta", beta, 0))
                                           if not isinstance(value, (int, float)) or value != plain]
@@ -138,7 +150,10 @@ class Launcher(launch.Launcher):
             config = self.for_device(config, a.device)
         budget.check(self.step, config, ops.ab, ops.c, operands.capability(a.device))
         tensors = {"source": source, "bias": bias, "aux": aux} if self.fuses else {}
-        return self.kernel((ops, config, fused), a, b, c, stream=launch.current_stream(), **tensors), ops, fused
+        compiled = self.kernel((ops, config, fused), a, b, c, stream=launch.current_stream(), **tensors)
+        # The bare TVM FFI function: the DSL's wrapper around it would walk the arguments in Python for pointer
+        # objects to convert, and these are ints already. `self.compiled` keeps the wrapper, which owns the code.
+        return Plan(compiled.__tvm_ffi_object__(), ops, fused, extents(ops, a, b, c))
 
     def __call__(self, a: Any, b: Any, d: Any = None, config: Any = None, *,  # type: ignore[override]
                  epilogue: Any = None, alpha: Any = 1.0, beta: Any = 0.0, c: Any = None, bias: Any = None,
@@ -152,8 +167,9 @@ class Launcher(launch.Launcher):
             raise ValueError(f"config is a {given}; {self.step} takes its own: {self.step}.Config(...)")
 
         try:
+            pa, pb, pd = a.data_ptr(), b.data_ptr(), d.data_ptr()
             key = (config, a.dtype, b.dtype, d.dtype, a.device, b.device, d.device, a.shape, b.shape, d.shape,
-                   a.stride(), b.stride(), d.stride(), a.data_ptr() % 16, b.data_ptr() % 16, d.data_ptr() % 16,
+                   a.stride(), b.stride(), d.stride(), pa % 16, pb % 16, pd % 16,
                    epilogue, alpha != 1, beta != 0, _traits_of(c), _traits_of(bias), _traits_of(aux))
             if isinstance(alpha, bool) or isinstance(beta, bool) or not math.isfinite(alpha) * math.isfinite(beta):
                 key = None  # the checks say what is wrong
@@ -165,13 +181,15 @@ class Launcher(launch.Launcher):
             if plan is None:
                 return d
             self.plans.put(key, plan)
-        fn, ops, fused = plan
-        args = self._arguments((ops, config), a, b, d)  # pA, pB, pD, m, n, k, lda, ldb, ldc
-        stream = launch.current_stream(a.get_device())
-        if self.fuses:
-            fn(*args, stream, *epilogue_pointers(fused, ops, args[2], c, bias, aux), float(alpha), float(beta))
+            pa, pb, pd = a.data_ptr(), b.data_ptr(), d.data_ptr()  # the checks passed: they are tensors
+        fn, _, fused, sizes = plan
+        stream = launch.raw_stream(a.get_device())
+        if self.fuses:  # an epilogue tensor the kernel does not read or write is D's address (never dereferenced)
+            fn(pa, pb, pd, *sizes, stream, c.data_ptr() if fused.source else pd,
+               bias.data_ptr() if fused.bias_dtype else pd, aux.data_ptr() if fused.epilogue.aux else pd,
+               float(alpha), float(beta))
         else:
-            fn(*args, stream)
+            fn(pa, pb, pd, *sizes, stream)
         return d
 
 
