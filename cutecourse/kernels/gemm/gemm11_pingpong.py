@@ -21,9 +21,15 @@ The fused epilogue (``D = act(alpha · acc + beta · C + bias)``, `cutecourse.ke
 subtile's accumulators before the conversion; fp8 operands (e4m3, e5m2, both K-major) use the fp8 wgmma, with
 per-tensor scales folded into alpha (`cutecourse.kernels.gemm.fp8`).
 
+Split-K (``Config(splits=S)``, `cutecourse.kernels.gemm.splitk`), for problems with fewer tiles than SMs and a long K:
+the persistent scheduler's work units become (tile, split) pairs, each storing its float32 partial tile into slice s
+of a workspace, and a second kernel sums the slices in order and applies the fused epilogue. ``splits=1`` traces
+none of it: the kernel is the one described above.
+
     gemm(a, b, c)   # c = a @ b; a (M, K), b (K, N) float16/bfloat16 (or fp8); c (M, N) float32/float16/bfloat16
     gemm(a, b, d, epilogue=Epilogue("gelu_tanh", bias="n"), bias=bias)   # d = GELU(a @ b + bias), one kernel
     gemm(a8, b8, d, FP8_CONFIG, alpha=scale_a * scale_b)                    # fp8: d = (sa·a8) @ (sb·b8)
+    gemm(a, b, d, Config(splits=4))   # split-K: 4 partial products over K, summed in order by a second kernel
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ from cutlass.memory import SmemAllocator
 from cutlass.tensor_utils import LayoutEnum
 
 from cutecourse import hw
-from cutecourse.kernels.gemm import device, epilogue, launcher
+from cutecourse.kernels.gemm import device, epilogue, launcher, splitk
 
 SMEM_BYTES = hw.ARCH_LIMITS["sm_90"].smem_per_block_max  # shared memory one H100/H200 CTA may use
 WARPGROUP_THREADS, WARPGROUP_WARPS = cute.arch.THREADS_PER_WARPGROUP, cute.arch.WARPS_PER_WARPGROUP
@@ -62,6 +68,7 @@ class Config:
     cluster_n: int = 1  # CTAs per cluster along N; they share (multicast) the A tile
     epi_n: int = 32  # epilogue subtile: tile_m × epi_n outputs per TMA store
     epi_stages: int = 2  # shared-memory buffers for epilogue subtiles in flight, per consumer warpgroup
+    splits: int = 1  # split-K: each tile's k-tiles in this many shares, each a work unit (`splitk`); 1: no split
 
     def __post_init__(self) -> None:
         if self.tile_m not in (64, 128, 256) or self.tile_n % 64 or self.tile_n > 256 or self.tile_n % self.epi_n:
@@ -72,6 +79,10 @@ class Config:
             raise ValueError(f"{self}: stages must be 0 (as many as fit) or at least 2")
         if self.group_m < 1 or self.sms < self.cluster_m * self.cluster_n:
             raise ValueError(f"{self}: group_m must be at least 1 and sms at least cluster_m * cluster_n")
+        whole = isinstance(self.splits, int) and not isinstance(self.splits, bool)
+        if not whole or not 1 <= self.splits <= splitk.MAX_SPLITS:
+            raise ValueError(f"splits={self.splits!r}: give the number of K shares, an int from 1 (no split-K) to "
+                             f"{splitk.MAX_SPLITS}, e.g. Config(splits=2)")
 
 
 
@@ -98,7 +109,8 @@ def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAto
             sB_layout: cute.ComposedLayout, sC_layout: cute.ComposedLayout, tiled_copy_r2s: cute.TiledCopy,
             mSrc: cute.Tensor, mBias: cute.Tensor, mAux: cute.Tensor, alpha: cutlass.Float32, beta: cutlass.Float32,
             ab: cutlass.Constexpr, c_type: cutlass.Constexpr, tiler: cutlass.Constexpr, epi_tile: cutlass.Constexpr,
-            group_m: cutlass.Constexpr, cluster: cutlass.Constexpr, fused: cutlass.Constexpr):
+            group_m: cutlass.Constexpr, cluster: cutlass.Constexpr, fused: cutlass.Constexpr,
+            splits: cutlass.Constexpr):
     tile_m, tile_n, tile_k = tiler
     cluster_m, cluster_n = cluster
     stages = cute.size(sA_layout, mode=[2])
@@ -140,7 +152,7 @@ def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAto
     # group loads its 1/cluster share of the A (B) tile.
     gA = cute.local_tile(mA, (tile_m, tile_k), (None, None))
     gB = cute.local_tile(mB, (tile_n, tile_k), (None, None))
-    gC = cute.local_tile(mC, (tile_m, tile_n), (None, None))
+    gC = cute.local_tile(mC, (tile_m, tile_n), (None,) * cute.rank(mC))  # split-K: a 5th mode, the splits
     tAsA, tAgA = cpasync.tma_partition(tma_atom_a, cta_n, cute.make_layout(cluster_n), cute.group_modes(sA, 0, 2),
                                        cute.group_modes(gA, 0, 2))
     tBsB, tBgB = cpasync.tma_partition(tma_atom_b, cta_m, cute.make_layout(cluster_m), cute.group_modes(sB, 0, 2),
@@ -159,9 +171,12 @@ def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAto
         if warp_idx == 0:
             write = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, stages)
             work = first_work
-            while work < clusters_m * clusters_n:
-                tm, tn = _tile_coord(work, clusters_m, clusters_n, group_m, cta_m, cta_n, cluster_m, cluster_n)
-                for kt in range(k_tiles):
+            tiles = clusters_m * clusters_n
+            units = tiles * splits  # work units: (tile, split) pairs, each its tile over its split's k-tiles
+            while work < units:
+                tile, split, first_k, k_count = splitk.k_share(work, tiles, k_tiles, splits)
+                tm, tn = _tile_coord(tile, clusters_m, clusters_n, group_m, cta_m, cta_n, cluster_m, cluster_n)
+                for kt in range(first_k, first_k + k_count):
                     pipe.producer_acquire(write)  # wait for empty[s], then expect stage_bytes on full[s]
                     cute.copy(tma_atom_a, tAgA[(None, tm, kt)], tAsA[(None, write.index)],
                               tma_bar_ptr=pipe.producer_get_barrier(write), mcast_mask=a_mask)
@@ -202,11 +217,15 @@ def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAto
         read = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, stages)
         release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, stages)
         work = first_work + consumer * work_stride
-        read.advance(consumer * k_tiles)  # skip the stages of the work item the other warpgroup takes
-        release.advance(consumer * k_tiles)
+        tiles = clusters_m * clusters_n
+        units = tiles * splits
+        skip = splitk.k_share(first_work, tiles, k_tiles, splits)[3]
+        read.advance(consumer * skip)  # skip the stages of the work item the other warpgroup takes
+        release.advance(consumer * skip)
         tiles_done = cutlass.Int32(0)
-        while work < clusters_m * clusters_n:
-            tm, tn = _tile_coord(work, clusters_m, clusters_n, group_m, cta_m, cta_n, cluster_m, cluster_n)
+        while work < units:
+            tile, split, first_k, k_count = splitk.k_share(work, tiles, k_tiles, splits)
+            tm, tn = _tile_coord(tile, clusters_m, clusters_n, group_m, cta_m, cta_n, cluster_m, cluster_n)
 
             # Mainloop: keep one k-tile of wgmma in flight; release a stage once the wgmma reading it retired.
             if work != first_work:
@@ -221,7 +240,7 @@ def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAto
                           acc)
             warpgroup.commit_group()
             read.advance()
-            for kt in range(1, k_tiles):
+            for kt in range(1, k_count):
                 pipe.consumer_wait(read)
                 warpgroup.fence()
                 for kb in cutlass.range_constexpr(k_blocks):
@@ -232,17 +251,19 @@ def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAto
                 pipe.consumer_release(release)
                 release.advance()
                 read.advance()
-            if work + work_stride < clusters_m * clusters_n:
+            if work + work_stride < units:
                 their_turn.arrive()  # the next work item is the other warpgroup's
             warpgroup.wait_group(0)
             pipe.consumer_release(release)
             release.advance()
-            read.advance(k_tiles)  # the other warpgroup's next work item
-            release.advance(k_tiles)
+            skip = splitk.k_share(work + work_stride, tiles, k_tiles, splits)[3]
+            read.advance(skip)  # the other warpgroup's next work item
+            release.advance(skip)
 
             # Epilogue: subtile j holds values [j·slab_values, (j+1)·slab_values) of each slab of every thread; it
             # goes through buffer buf of this warpgroup's sC ring.
-            gC_sub = cute.zipped_divide(gC[(None, None, tm, tn)], epi_tile)  # ((tile_m, epi_n), (1, subtiles))
+            tile_c = gC[(None, None, tm, tn, split)] if cutlass.const_expr(splits > 1) else gC[(None, None, tm, tn)]
+            gC_sub = cute.zipped_divide(tile_c, epi_tile)  # ((tile_m, epi_n), (1, subtiles))
             bSG_sC, bSG_gC = cpasync.tma_partition(tma_atom_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2),
                                                    gC_sub)
             subtiles = cute.size(gC_sub, mode=[1])
@@ -281,6 +302,11 @@ def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32,
          alpha: cutlass.Float32, beta: cutlass.Float32, ops: cutlass.Constexpr, config: cutlass.Constexpr,
          fused: cutlass.Constexpr):
     mA, mB, mC = device.tensors(ops, pA, pB, pC, m, n, k, lda, ldb, ldc)
+    if cutlass.const_expr(config.splits > 1):  # C is splitk's float32 workspace: one (M, N) slice per split
+        if cutlass.const_expr(ops.c != "float32" or not fused.identity):
+            raise ValueError(f"Config(splits={config.splits}) stores float32 partial sums with no epilogue, not "
+                             f"{ops.c} with {fused}: call it through splitk.Launcher (gemm11_pingpong.gemm)")
+        mC = splitk.workspace(pC, m, n, config.splits)
     mSrc, mBias, mAux = epilogue.tensors(fused, pSrc, pBias, pAux, m, n)
     ab, c_type = device.dtype(ops.ab), device.dtype(ops.c)
     tiler = (config.tile_m, config.tile_n, config.tile_k)
@@ -324,15 +350,16 @@ def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32,
     # (less power for the same rounds, and the waves line up with the raster's groups).
     clusters_m = (m + config.tile_m * config.cluster_m - 1) // (config.tile_m * config.cluster_m)
     clusters_n = (n + config.tile_n * config.cluster_n - 1) // (config.tile_n * config.cluster_n)
+    units = clusters_m * clusters_n * config.splits
     fit = config.sms // (config.cluster_m * config.cluster_n)
-    rounds = (clusters_m * clusters_n + fit - 1) // fit
-    persistent = (clusters_m * clusters_n + rounds - 1) // rounds
+    rounds = (units + fit - 1) // fit
+    persistent = (units + rounds - 1) // rounds
     _kernel(tma_atom_a, tma_tensor_a, tma_atom_b, tma_tensor_b, tma_atom_c, tma_tensor_c, tiled_mma, sA_layout,
             sB_layout, sC_layout, tiled_copy_r2s, mSrc, mBias, mAux, alpha, beta, ab, c_type, tiler, epi_tile,
-            config.group_m, cluster, fused).launch(
+            config.group_m, cluster, fused, config.splits).launch(
         grid=(config.cluster_m, config.cluster_n, persistent), block=(WARPGROUP_THREADS * (1 + consumers), 1, 1),
         cluster=(config.cluster_m, config.cluster_n, 1), stream=stream)
 
 
-gemm = launcher.Launcher(host, Config, vector=True, min_cc=90, for_device=launcher.for_device, epilogue=True,
-                            fp8=True)
+gemm = splitk.Launcher(host, Config, vector=True, min_cc=90, for_device=launcher.for_device, epilogue=True,
+                       fp8=True)

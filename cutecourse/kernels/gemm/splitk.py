@@ -1,0 +1,197 @@
+"""Parallel split-K for step 11: a GEMM whose work units are (tile, split) pairs, each storing a float32 partial tile
+into a workspace, then a reduction kernel that sums the partials in a fixed order and applies the fused epilogue.
+
+**What split-K is.** A problem with few output tiles and a long K (128 × 6144 × 4096 has 48 tiles of 128 × 128 on a
+132-SM H200; 1024 × 1024 × 16384 has 64) leaves most SMs idle: one CTA walks all of K for its tile. Split-K cuts K
+into S ranges and gives each (tile, range) pair to its own CTA, so S times as many SMs work; each computes a partial
+sum over its share of the k-tiles, and the partials are added afterwards.
+
+**Why parallel, with a workspace.** The other way is serial, in-kernel split-K: the CTAs of one tile add their partial
+into the output in turn (a lock, or the last CTA to arrive sums the others' partials; lesson 8's exercise 8.4). That
+needs a semaphore per tile, makes CTAs wait on each other, and runs the epilogue in whichever CTA comes last. Here
+the GEMM never waits: unit (tile, s) stores its partial, unfused, into slice s of an (S, M, N) float32 workspace
+with the step's own TMA store, and a second kernel, launched behind it on the same stream, reads the S slices and
+computes ``D = act(alpha · Σ_s W[s] + beta · C + bias)`` with the steps' epilogue (`epilogue.element`). The price is
+the workspace's traffic, S · M · N · 4 bytes written and read once: small next to A and B when K is long, which is
+when the dispatcher splits.
+
+**Deterministic.** Each partial is one CTA's wgmma over its k-tiles in order, and the reduction adds s = 0, 1, ...,
+S - 1 in that order in float32, whichever CTA finished first: the same inputs give bitwise the same D on every run
+(an in-kernel reduction that adds in arrival order, or float atomics, does not).
+
+**How K is divided.** Split s of S takes k-tiles ``[s · T // S, (s + 1) · T // S)`` of the T k-tiles: the shares
+differ by at most one. A split with no k-tile would store no partial at all, so S may not exceed T: the launcher
+refuses such a call (`Launcher.plan`), and `cutecourse.gemm` splits only where every split gets at least 4.
+
+    gemm11_pingpong.gemm(a, b, d, gemm11_pingpong.Config(splits=4))   # 4 partial products, then the reduction
+    gemm11_pingpong.gemm(a, b, d, Config(splits=2), epilogue=Epilogue("gelu_tanh", bias="n"), bias=bias)
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, replace
+from typing import Any
+
+import cutlass
+import cutlass.cute as cute
+import torch
+from cutlass.cute.runtime import make_ptr
+
+from cutecourse.kernels.gemm import device, epilogue, launcher
+from cutecourse.kernels.gemm.operands import Operands
+from cutecourse.kernels.gemm.plans import Plans
+from cutecourse.kernels.predicate import per_vector
+
+#: The most splits a Config takes: past the SM count more splits only add workspace traffic, and the reduction's loop
+#: over the slices is unrolled.
+MAX_SPLITS = 32
+VECTOR = 4  # float32 partial sums per 16-byte load of the reduction
+GMEM = cute.AddressSpace.gmem
+
+
+def k_share(work: Any, tiles: Any, k_tiles: Any, splits: int) -> tuple[Any, Any, Any, Any]:
+    """Inside a kernel: (tile, split, first k-tile, k-tiles) of work unit `work`. Units run split-major, unit =
+    split · tiles + tile, so the units in flight together are neighbouring tiles of one split, which read the same
+    k-range of A and B (the raster's L2 reuse, as unsplit). ``splits == 1`` traces nothing: (work, 0, 0, k_tiles)."""
+    if splits == 1:
+        return work, 0, 0, k_tiles
+    split = work // tiles
+    first = split * k_tiles // splits
+    return work % tiles, split, first, (split + 1) * k_tiles // splits - first
+
+
+def workspace(pW: cute.Pointer, m: Any, n: Any, splits: int) -> cute.Tensor:
+    """In a host: the float32 workspace as an (M, N, S) tensor, slice s of (M, N) row-major at offset s · M · N. The
+    GEMM's TMA store clips each mode on its own, so a tile past M or N writes nothing into the next slice."""
+    ld = cute.assume(n, divby=VECTOR)  # N holds whole 16-byte vectors of D, hence of float32 (the launcher's checks)
+    return cute.make_tensor(pW, cute.make_layout((m, n, splits), stride=(ld, 1, m * ld)))
+
+
+@cute.kernel
+def _kernel(mW: cute.Tensor, mD: cute.Tensor, mSrc: cute.Tensor, mBias: cute.Tensor, mAux: cute.Tensor,
+            alpha: cutlass.Float32, beta: cutlass.Float32, tiler: cutlass.Constexpr, thr_layout: cute.Layout,
+            val_layout: cute.Layout, fused: cutlass.Constexpr):
+    tidx, _, _ = cute.arch.thread_idx()
+    bidx, _, _ = cute.arch.block_idx()
+    splits = cute.size(mW, mode=[2])
+    load = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), cutlass.Float32, num_bits_per_copy=128)
+    store = cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), mD.element_type,
+                                num_bits_per_copy=VECTOR * mD.element_type.width)
+    thr_load = cute.make_tiled_copy_tv(load, thr_layout, val_layout).get_slice(tidx)
+    thr_store = cute.make_tiled_copy_tv(store, thr_layout, val_layout).get_slice(tidx)
+    tile = ((None, None), bidx)
+    tDgD = thr_store.partition_D(cute.zipped_divide(mD, tiler)[tile])
+    tDcD = thr_load.partition_S(cute.zipped_divide(cute.make_identity_tensor(mD.shape), tiler)[tile])
+    pred = per_vector(tDcD, mD.shape, VECTOR)  # N is a multiple of 4: a vector is wholly inside or outside
+
+    # Σ_s W[s], s = 0, 1, ..., S - 1 in this order: the result does not depend on which partial was stored first.
+    tWgW = thr_load.partition_S(cute.zipped_divide(mW[(None, None, 0)], tiler)[tile])
+    acc = cute.make_fragment_like(tWgW)
+    part = cute.make_fragment_like(tWgW)
+    cute.copy(load, tWgW, acc, pred=pred)
+    for s in cutlass.range_constexpr(1, splits):
+        tWgW = thr_load.partition_S(cute.zipped_divide(mW[(None, None, s)], tiler)[tile])
+        cute.copy(load, tWgW, part, pred=pred)
+        acc.store(acc.load() + part.load())
+
+    if cutlass.const_expr(not fused.identity):  # the steps' fused epilogue, at each value's (m, n)
+        for i in cutlass.range_constexpr(cute.size(acc)):
+            if cute.elem_less(tDcD[i], mD.shape):
+                acc[i] = epilogue.element(fused, acc[i], tDcD[i], mSrc, mBias, mAux, alpha, beta)
+    out = cute.make_fragment_like(tDgD)
+    out.store(acc.load().to(mD.element_type))
+    cute.copy(store, out, tDgD, pred=pred)
+
+
+@cute.jit
+def host(pW: cute.Pointer, pD: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32, ldd: cutlass.Int32, stream: Any,
+         pSrc: cute.Pointer, pBias: cute.Pointer, pAux: cute.Pointer, alpha: cutlass.Float32,
+         beta: cutlass.Float32, ops: cutlass.Constexpr, splits: cutlass.Constexpr, fused: cutlass.Constexpr):
+    """The reduction: D (M, N, leading dimension `ldd`) from the `splits` slices of the workspace at `pW`, with the
+    fused epilogue `fused` reading C, the bias and aux at `pSrc`, `pBias`, `pAux`."""
+    mW = workspace(pW, m, n, splits)
+    d_type = device.dtype(ops.c)
+    mD = cute.make_tensor(pD, cute.make_layout((m, n), stride=(cute.assume(ldd, divby=128 // d_type.width), 1)))
+    mSrc, mBias, mAux = epilogue.tensors(fused, pSrc, pBias, pAux, m, n)
+    # 256 threads: 8 rows of 32 threads along N, each 4 rows of one 16-byte vector of float32: a (32, 128) tile a
+    # CTA, a warp reading 512 contiguous bytes of a row.
+    thr_layout = cute.make_ordered_layout((8, 32), order=(1, 0))
+    val_layout = cute.make_ordered_layout((4, VECTOR), order=(1, 0))
+    tiler, tv_layout = cute.make_layout_tv(thr_layout, val_layout)
+    tiles = cute.size(cute.zipped_divide(mD, tiler), mode=[1])
+    _kernel(mW, mD, mSrc, mBias, mAux, alpha, beta, tiler, thr_layout, val_layout, fused).launch(
+        grid=(tiles, 1, 1), block=(cute.size(tv_layout, mode=[0]), 1, 1), stream=stream)
+
+
+def compile_reduction(ops: Operands, splits: int, fused: epilogue.Fused, d: Any, stream: Any, options: str = "",
+                      source: Any = None, bias: Any = None, aux: Any = None) -> Any:
+    """``cute.compile`` the reduction into `d` (D's dtype from `ops`) for `splits` slices and the epilogue `fused`;
+    on CPU tensors too, as `launcher.compile_for`."""
+    pD = launcher.pointers(ops, d, d, d)[2]
+    pW = make_ptr(cutlass.Float32, d.data_ptr(), GMEM, assumed_align=16)  # a stand-in: only its type is compiled
+    m, n = d.shape
+    ldd = launcher.extents(ops, d, d, d)[-1]
+    return cute.compile(host, pW, pD, cutlass.Int32(m), cutlass.Int32(n), cutlass.Int32(ldd), stream,
+                        *launcher.epilogue_pointers(fused, ops, pD, source, bias, aux), cutlass.Float32(1.0),
+                        cutlass.Float32(0.0), ops, splits, fused, options=options)
+
+
+@dataclass(frozen=True)
+class Kernels:
+    """What a split Config compiles to: the GEMM into the workspace (float32 C, no epilogue) and the reduction."""
+
+    gemm: Any
+    reduce: Any
+    splits: int
+
+
+class Launcher(launcher.Launcher):
+    """Step 11's launcher: `launcher.Launcher`, plus split-K for a Config with ``splits > 1``. The checks, the plan
+    cache and the call are the base's; a split Config compiles to `Kernels`, and its plan calls `run`, which takes a
+    workspace from a small cache (per device, stream and size: repeated calls allocate nothing, and calls on two
+    streams never share one) and launches both kernels on the call's stream."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.workspaces = Plans(limit=8)  # (device, stream, elements) -> float32 buffer
+
+    def _compile(self, key: tuple[Any, ...], a: Any, b: Any, c: Any, stream: Any, **tensors: Any) -> Any:
+        ops, config, fused = key
+        if config.splits == 1:
+            return super()._compile(key, a, b, c, stream, **tensors)
+        partials = torch.empty(c.shape, dtype=torch.float32, device="meta")  # the workspace's slice 0, to compile
+        gemm = launcher.compile_for(self.host, config, replace(ops, c="float32"), a, b, partials, stream,
+                                    fused=epilogue.PLAIN)
+        return Kernels(gemm, compile_reduction(ops, config.splits, fused, c, stream, **tensors), config.splits)
+
+    def plan(self, a: Any, b: Any, c: Any, config: Any, epilogue_: Any = None, alpha: Any = 1.0, beta: Any = 0.0,
+             source: Any = None, bias: Any = None, aux: Any = None) -> tuple[Any, Operands, Any] | None:
+        if config.splits > 1 and isinstance(a, torch.Tensor) and a.dim() == 2 and a.shape[1] > 0:
+            k_tiles = -(-a.shape[1] // config.tile_k)
+            if config.splits > k_tiles:
+                raise ValueError(f"splits={config.splits}: K={a.shape[1]} is {k_tiles} k-tiles of {config.tile_k}, "
+                                 f"and every split needs one: pass splits at most {k_tiles}, or splits=1")
+        planned = super().plan(a, b, c, config, epilogue_, alpha, beta, source, bias, aux)
+        if planned is None or config.splits == 1:
+            return planned
+        kernels, ops, fused = planned
+        return functools.partial(self.run, kernels, c.device), ops, fused
+
+    def workspace(self, device: Any, stream: Any, elements: int) -> Any:
+        """A float32 buffer of `elements` on `device` for calls on `stream`, allocated once."""
+        key = (device, int(stream), elements)
+        buffer = self.workspaces.get(key)
+        if buffer is None:
+            buffer = torch.empty(elements, dtype=torch.float32, device=device)
+            self.workspaces.put(key, buffer)
+        return buffer
+
+    def run(self, kernels: Kernels, device: Any, pA: Any, pB: Any, pD: Any, m: int, n: int, k: int, lda: int,
+            ldb: int, ldd: int, stream: Any, pSrc: Any, pBias: Any, pAux: Any, alpha: float, beta: float) -> None:
+        """One split call, with the arguments the base launcher calls a compiled step with: the partial products
+        into the workspace, then the reduction into D."""
+        buffer = self.workspace(device, stream, kernels.splits * m * n)
+        pW = make_ptr(cutlass.Float32, buffer.data_ptr(), GMEM, assumed_align=16)
+        kernels.gemm(pA, pB, pW, m, n, k, lda, ldb, n, stream, pW, pW, pW, 1.0, 0.0)
+        kernels.reduce(pW, pD, m, n, ldd, stream, pSrc, pBias, pAux, alpha, beta)
