@@ -139,18 +139,22 @@ def compile_reduction(ops: Operands, splits: int, fused: epilogue.Fused, d: Any,
 
 @dataclass(frozen=True)
 class Kernels:
-    """What a split Config compiles to: the GEMM into the workspace (float32 C, no epilogue) and the reduction."""
+    """What a split Config compiles to: the GEMM into the workspace (float32 C, no epilogue) and the reduction, as
+    the DSL's compiled functions (which own the code) or, from `__tvm_ffi_object__`, their bare TVM FFI functions."""
 
     gemm: Any
     reduce: Any
     splits: int
 
+    def __tvm_ffi_object__(self) -> Kernels:  # what the base launcher asks a compiled kernel for
+        return replace(self, gemm=self.gemm.__tvm_ffi_object__(), reduce=self.reduce.__tvm_ffi_object__())
+
 
 class Launcher(launcher.Launcher):
     """Step 11's launcher: `launcher.Launcher`, plus split-K for a Config with ``splits > 1``. The checks, the plan
-    cache and the call are the base's; a split Config compiles to `Kernels`, and its plan calls `run`, which takes a
-    workspace from a small cache (per device, stream and size: repeated calls allocate nothing, and calls on two
-    streams never share one) and launches both kernels on the call's stream."""
+    cache and the call are the base's; a split Config compiles to `Kernels`, and its plan's function is `run`, which
+    takes a workspace from a small cache (per device, stream and size: repeated calls allocate nothing, and calls on
+    two streams never share one) and launches both kernels on the call's stream."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -162,11 +166,14 @@ class Launcher(launcher.Launcher):
             return super()._compile(key, a, b, c, stream, **tensors)
         partials = torch.empty(c.shape, dtype=torch.float32, device="meta")  # the workspace's slice 0, to compile
         gemm = launcher.compile_for(self.host, config, replace(ops, c="float32"), a, b, partials, stream,
-                                    fused=epilogue.PLAIN)
-        return Kernels(gemm, compile_reduction(ops, config.splits, fused, c, stream, **tensors), config.splits)
+                                    options=launcher.TVM_FFI, fused=epilogue.PLAIN)
+        reduce = compile_reduction(ops, config.splits, fused, c, stream, options=launcher.TVM_FFI, **tensors)
+        return Kernels(gemm, reduce, config.splits)
 
     def plan(self, a: Any, b: Any, c: Any, config: Any, epilogue_: Any = None, alpha: Any = 1.0, beta: Any = 0.0,
-             source: Any = None, bias: Any = None, aux: Any = None) -> tuple[Any, Operands, Any] | None:
+             source: Any = None, bias: Any = None, aux: Any = None) -> launcher.Plan | None:
+        """The base's `plan`; for a split Config, first the check that every split gets a k-tile, and then a plan
+        whose function is `run` on this call's device."""
         if config.splits > 1 and isinstance(a, torch.Tensor) and a.dim() == 2 and a.shape[1] > 0:
             k_tiles = -(-a.shape[1] // config.tile_k)
             if config.splits > k_tiles:
@@ -175,23 +182,22 @@ class Launcher(launcher.Launcher):
         planned = super().plan(a, b, c, config, epilogue_, alpha, beta, source, bias, aux)
         if planned is None or config.splits == 1:
             return planned
-        kernels, ops, fused = planned
-        return functools.partial(self.run, kernels, c.device), ops, fused
+        return planned._replace(fn=functools.partial(self.run, planned.fn, c.device))
 
-    def workspace(self, device: Any, stream: Any, elements: int) -> Any:
-        """A float32 buffer of `elements` on `device` for calls on `stream`, allocated once."""
-        key = (device, int(stream), elements)
+    def workspace(self, device: Any, stream: int, elements: int) -> Any:
+        """A float32 buffer of `elements` on `device` for calls on `stream` (a handle), allocated once."""
+        key = (device, stream, elements)
         buffer = self.workspaces.get(key)
         if buffer is None:
             buffer = torch.empty(elements, dtype=torch.float32, device=device)
             self.workspaces.put(key, buffer)
         return buffer
 
-    def run(self, kernels: Kernels, device: Any, pA: Any, pB: Any, pD: Any, m: int, n: int, k: int, lda: int,
-            ldb: int, ldd: int, stream: Any, pSrc: Any, pBias: Any, pAux: Any, alpha: float, beta: float) -> None:
-        """One split call, with the arguments the base launcher calls a compiled step with: the partial products
-        into the workspace, then the reduction into D."""
-        buffer = self.workspace(device, stream, kernels.splits * m * n)
-        pW = make_ptr(cutlass.Float32, buffer.data_ptr(), GMEM, assumed_align=16)
-        kernels.gemm(pA, pB, pW, m, n, k, lda, ldb, n, stream, pW, pW, pW, 1.0, 0.0)
-        kernels.reduce(pW, pD, m, n, ldd, stream, pSrc, pBias, pAux, alpha, beta)
+    def run(self, kernels: Kernels, device: Any, pa: int, pb: int, pd: int, m: int, n: int, k: int, lda: int,
+            ldb: int, ldd: int, stream: int, src: int, bias: int, aux: int, alpha: float, beta: float) -> None:
+        """One split call, with what the base launcher calls a fused step's TVM FFI function with (addresses,
+        extents, the stream's handle, alpha and beta): the partial products into the workspace, then the reduction
+        into D."""
+        w = self.workspace(device, stream, kernels.splits * m * n).data_ptr()
+        kernels.gemm(pa, pb, w, m, n, k, lda, ldb, n, stream, w, w, w, 1.0, 0.0)
+        kernels.reduce(w, pd, m, n, ldd, stream, src, bias, aux, alpha, beta)
