@@ -12,7 +12,8 @@ The byte counts follow each step's own allocations (`SmemAllocator` in its kerne
 do too, with two 8-byte mbarriers a stage after it; the persistent steps (9-11) reserve 1 KiB for their mbarriers and
 the 1024-byte alignment of the swizzled rings, size "stages=0" to fill the sm_90 limit, and add what their epilogue
 stages C through: C's whole tile (step 9, whose ring is loading the next tile meanwhile) or the epilogue rings of
-tile_m × epi_n subtiles (steps 10 and 11).
+tile_m × epi_n subtiles (steps 10 and 11). Step 11 with split-K (``splits > 1``) stages float32 partial sums
+whatever C's dtype (the reduction kernel, `splitk`, uses no shared memory).
 
     >>> from cutecourse.kernels.gemm import gemm05_swizzle
     >>> smem_bytes("gemm05_swizzle", gemm05_swizzle.Config(), "bfloat16", "float32")  # 3 × 384 × 64 × 2
@@ -78,6 +79,8 @@ def smem_bytes(step: str, config: Any, ab: str, c: str) -> int:
         return _hopper(config, a_bytes, config.tile_m * config.tile_n * c_bytes)
     if step in ("gemm10_multicast", "gemm11_pingpong"):
         consumers = 2 if step == "gemm11_pingpong" else 1  # step 11: an epilogue ring per consumer warpgroup
+        if getattr(config, "splits", 1) > 1:  # split-K stores float32 partial sums into its workspace
+            c_bytes = _BYTES["float32"]
         return _hopper(config, a_bytes, config.tile_m * config.epi_n * c_bytes * config.epi_stages * consumers)
     raise ValueError(f"step={step!r}: not a GEMM step; the steps are in cutecourse.kernels.gemm.GEMM_STEPS")
 
