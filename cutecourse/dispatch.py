@@ -18,6 +18,11 @@ The rules, in order (lesson 8 explains each; `Choice.reasons` names the ones tha
    0.96-1.00× at 4096³ and 8192³). On four small and skinny problems the H200 ran the step this rule picks faster on
    three; at 128 tiles, just under a wave, step 10 was 3% faster (benchmarks/RESULTS.md, 2026-12-02, where the
    ladder had ten steps and these two were steps 9 and 10). Rule 6 is how a measurement overrides it.
+   Split-K: where even step 11's 128 × 128 tiles leave at least half the SMs idle and K is long, each tile's k-tiles
+   are split S ways (`cutecourse.kernels.gemm.splitk`): S the largest that fits the idle SMs (S · tiles ≤ SMs),
+   leaves every split at least 4 k-tiles and is at most 8; the float32 partial tiles go to a workspace and a second
+   kernel sums them in order (bitwise reproducible) and applies the epilogue. A problem of one tile row (M ≤ 128)
+   pairs its CTAs along N (cluster 1 × 2), so that no CTA of a cluster idles on a tile below the matrix.
 5. Other archs from sm_80 (sm_80/86/89, and sm_100/120, where mma.sync still runs but wgmma does not: it is sm_90a
    only) run step 5 (`gemm05_swizzle`), the SM80 path, with the first of its Configs whose shared memory fits the
    arch's CTA (`budget`): the default's 144 KiB on sm_80 and sm_100, 96 KiB on sm_86, sm_89 and sm_120 (99 KiB).
@@ -34,7 +39,7 @@ from __future__ import annotations
 
 import importlib
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from cutecourse import tune_cache
@@ -45,6 +50,9 @@ ANY_SHAPE = "gemm02_smem"
 SM80 = "gemm05_swizzle"
 COOPERATIVE = "gemm10_multicast"
 PINGPONG = "gemm11_pingpong"
+#: Split-K (rule 4): the most splits the model picks, and the fewest k-tiles it leaves a split.
+MAX_SPLITS = 8
+MIN_SPLIT_K_TILES = 4
 #: Steps that fuse an epilogue (``epilogue=``, ``bias=``, ``c=`` with ``beta``, ``aux=``, ``alpha``): every step from
 #: 5 on.
 FUSING = GEMM_STEPS[GEMM_STEPS.index(SM80):]
@@ -170,10 +178,13 @@ def explain(a: Any, b: Any, out: Any = None, *, epilogue: Any = None, config: An
                    "schedule")
         module = _module(step)
         config = module.FP8_CONFIG if fp8 else module.Config()
+        split = ()
+        if step == PINGPONG and not fp8:
+            config, split = _split_k(a.shape[0], b.shape[1], a.shape[1], config, count)
         budget.check(step, config, ops.ab, ops.c, cc)
         unmeasured = (f"no winner measured for {winners.shape_class(a.shape[0], b.shape[1], a.shape[1])} on sm_90 "
                       f"in {ab} ({winners.TABLE.name}): the model decides")
-        return Choice(step, config, (*reasons, hopper, unmeasured, verdict, *_k_tail(a.shape[1], config)))
+        return Choice(step, config, (*reasons, hopper, unmeasured, verdict, *split, *_k_tail(a.shape[1], config)))
     where = "wgmma is sm_90a only, mma.sync runs on every arch from sm_80" if cc > 90 else "the SM80 path"
     configs = _sm80_configs()
     config = budget.fitting(SM80, configs, ops.ab, ops.c, cc)
@@ -218,6 +229,33 @@ def _sm80_configs() -> tuple[Any, ...]:
     128 × 128 × 32 in 4 (64 KiB)."""
     config = _module(SM80).Config
     return (config(), config(tile_m=128, warps_m=2, stages=3), config(tile_m=128, warps_m=2, tile_k=32, stages=4))
+
+
+def _split_k(m: int, n: int, k: int, config: Any, sms: int) -> tuple[Any, tuple[str, ...]]:
+    """Rule 4's split-K: step 11's `config` with ``splits`` (and the cluster) set, and the reason, where its tiles
+    leave at least half of `sms` idle and every split keeps `MIN_SPLIT_K_TILES` k-tiles; else `config` unchanged
+    and no reason."""
+    tiles_m = math.ceil(m / config.tile_m)
+    tiles_n = math.ceil(n / config.tile_n)
+    tiles = tiles_m * tiles_n
+    k_tiles = math.ceil(k / config.tile_k)
+    splits = min(MAX_SPLITS, sms // tiles, k_tiles // MIN_SPLIT_K_TILES)
+    if splits < 2:
+        return config, ()
+    # A cluster's two CTAs take neighbouring tiles; with an odd number of tile rows, one of a 2 × 1 pair would idle.
+    if tiles_m % 2 == 0:
+        cluster = (2, 1)
+    elif tiles_n % 2 == 0:
+        cluster = (1, 2)
+    else:
+        cluster = (1, 1)
+    config = replace(config, splits=splits, cluster_m=cluster[0], cluster_n=cluster[1])
+    shares = sorted({k_tiles // splits, math.ceil(k_tiles / splits)})
+    reason = (f"{tiles} tiles of {config.tile_m}×{config.tile_n} on {sms} SMs, {k_tiles} k-tiles of {config.tile_k}: "
+              f"split-K, {splits} splits of {' or '.join(map(str, shares))} k-tiles keep {tiles * splits} SMs busy "
+              f"(cluster {cluster[0]}×{cluster[1]}); the float32 partial tiles go to a workspace, which a second "
+              "kernel sums in order and runs the epilogue on")
+    return config, (reason,)
 
 
 def _k_tail(k: int, config: Any) -> tuple[str, ...]:
