@@ -159,16 +159,20 @@ class Launcher(launcher.Launcher):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.workspaces = Plans(limit=8)  # (device, stream, elements) -> float32 buffer
+        self.partials: dict[Any, Any] = {}  # (operands with float32 C, Config) -> the compiled split GEMM
 
     def _compile(self, key: tuple[Any, ...], a: Any, b: Any, c: Any, stream: Any, **tensors: Any) -> Any:
         ops, config, fused = key
         if config.splits == 1:
             return super()._compile(key, a, b, c, stream, **tensors)
-        partials = torch.empty(c.shape, dtype=torch.float32, device="meta")  # the workspace's slice 0, to compile
-        gemm = launcher.compile_for(self.host, config, replace(ops, c="float32"), a, b, partials, stream,
-                                    options=launcher.TVM_FFI, fused=epilogue.PLAIN)
+        # The split GEMM does not depend on D's dtype or the epilogue: one compile serves every reduction.
+        partial = (replace(ops, c="float32"), config)
+        if partial not in self.partials:
+            slice0 = torch.empty(c.shape, dtype=torch.float32, device="meta")  # the workspace's slice 0, to compile
+            self.partials[partial] = launcher.compile_for(self.host, config, partial[0], a, b, slice0, stream,
+                                                          options=launcher.TVM_FFI, fused=epilogue.PLAIN)
         reduce = compile_reduction(ops, config.splits, fused, c, stream, options=launcher.TVM_FFI, **tensors)
-        return Kernels(gemm, reduce, config.splits)
+        return Kernels(self.partials[partial], reduce, config.splits)
 
     def plan(self, a: Any, b: Any, c: Any, config: Any, epilogue_: Any = None, alpha: Any = 1.0, beta: Any = 0.0,
              source: Any = None, bias: Any = None, aux: Any = None) -> launcher.Plan | None:
