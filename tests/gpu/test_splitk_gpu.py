@@ -1,0 +1,179 @@
+"""Step 11's split-K on the GPU (`cutecourse.kernels.gemm.splitk`): random ragged M, N and K (K no multiple of 64,
+splits that get unequal shares of the k-tiles), both majors of A and B, fp16 and bf16, padded leading dimensions,
+outputs poisoned with NaN (padding included), against float64 torch; a fused epilogue (bias + GELU, beta · C,
+alpha, aux) after the reduction; two calls bitwise equal, on one workspace; `cutecourse.gemm` choosing splits on a
+128 × 6144 × 4096 problem and being right. Kernels broken in the split (every split loads the first share of K, every
+partial lands in slice 0, the reduction skips the last slice) fail the same checks. Compiles dominate the time: the
+cases share four Configs' kernels."""
+
+import importlib.util
+import math
+import random
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import cutecourse  # noqa: E402
+from cutecourse import dispatch  # noqa: E402
+from cutecourse.kernels.gemm import epilogue, launcher  # noqa: E402
+
+pytestmark = pytest.mark.gpu(90)
+
+
+def _load(name, path):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# The house's GPU helpers, imported, not copied: padded, NaN-poisoned operands and their judge (strides), broken
+# copies of a module (the ladder's test), and the epilogue's judge (the epilogue test, which loads the benchmark's).
+strides = _load("strides_gpu_helpers", Path(__file__).with_name("test_gemm_strides_gpu.py"))
+gemm_gpu = _load("gemm_gpu_helpers", Path(__file__).with_name("test_gemm_gpu.py"))
+epilogue_gpu = _load("epilogue_gpu_helpers", Path(__file__).with_name("test_epilogue_gpu.py"))
+
+#: (A/B dtype, D dtype, A major, B major): both dtypes, both majors of each operand, 16-bit and float32 D.
+COMBOS = [(torch.float16, torch.float16, "k", "n"), (torch.bfloat16, torch.float32, "m", "k")]
+SPLITS = 3
+
+
+@pytest.fixture(scope="module")
+def pingpong():
+    module = strides.runnable("gemm11_pingpong")
+    return module, module.Config(splits=SPLITS)
+
+
+def split_shapes(seed, count, splits):
+    """`count` random (M, N, K, pads): M, N and K whole 16-byte vectors (8 elements) as the step needs, K no multiple
+    of 64 and its k-tiles no multiple of `splits` (unequal shares), at least one k-tile a split. The first cases: the
+    least, a ragged one, and one of 96 tiles, whose 288 units take each persistent CTA several rounds (both consumer
+    warpgroups, skipping each other's unequal shares in the stage ring)."""
+    rng = random.Random(seed)
+    cases = [(8, 8, 64 * splits + 8, (8, 8, 8)), (1000, 136, 1000, (16, 8, 64)), (1536, 1024, 1000, (8, 64, 16))]
+    while len(cases) < count:
+        m, n = (-(-int(math.exp(rng.uniform(0, math.log(1500)))) // 8) * 8 for _ in range(2))
+        k_tiles = rng.randrange(splits, 40)
+        if k_tiles % splits == 0:
+            k_tiles += 1
+        k = 64 * (k_tiles - 1) + 8 * rng.randrange(1, 8)
+        cases.append((m, n, k, tuple(rng.choice([8, 16, 64]) for _ in range(3))))
+    return cases
+
+
+def test_the_shapes_split_unequally_and_leave_a_k_tail():
+    cases = split_shapes(0, 10, SPLITS)
+    assert all(k % 64 and math.ceil(k / 64) % SPLITS and math.ceil(k / 64) >= SPLITS for _, _, k, _ in cases)
+
+
+def split_failures(gemm, config, combo, cases):
+    return strides.failures(lambda a, b, out: gemm(a, b, out, config), combo, cases)
+
+
+@pytest.mark.parametrize("combo", COMBOS, ids=lambda c: f"{str(c[0])[6:]}-{str(c[1])[6:]}-{c[2]}{c[3]}")
+def test_split_k_matches_float64_torch_on_ragged_padded_shapes(pingpong, combo):
+    module, config = pingpong
+    cases = split_shapes(COMBOS.index(combo), 10, SPLITS)
+    wrong = split_failures(module.gemm, config, combo, cases)
+    assert not wrong, f"{config}: {len(wrong)} of {len(cases)} wrong:\n" + "\n".join(wrong)
+
+
+def test_the_fused_epilogue_runs_after_the_reduction(pingpong):
+    """D = GELU(alpha · Σ_s W[s] + beta · C + bias) and aux = its argument, for the bf16 M-major combo whose split
+    GEMM the test above compiled (the epilogue only changes the reduction)."""
+    module, config = pingpong
+    combo = (torch.bfloat16, torch.bfloat16, "m", "k")
+    epi = epilogue.Epilogue("gelu_tanh", bias="n", aux=True)
+    wrong = []
+    for m, n, k, pads in split_shapes(7, 6, SPLITS):
+        a, b, d, buffer = strides.operands(m, n, k, combo, pads)
+        c = torch.randn(m, n, device="cuda").to(torch.bfloat16)
+        bias = torch.randn(n, device="cuda").to(torch.bfloat16)
+        aux = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        module.gemm(a, b, d, config, epilogue=epi, alpha=0.5, beta=-1.5, c=c, bias=bias, aux=aux)
+        torch.cuda.synchronize()
+        d_ref, x_ref = epilogue.reference(a.double() @ b.double(), epi, 0.5, -1.5, c, bias)
+        problems = [f"d: {p}" for p in [epilogue_gpu.within_epilogue_bounds(d, d_ref, x_ref, "gelu_tanh")] if p]
+        problems += [f"aux: {p}" for p in [epilogue_gpu.within_epilogue_bounds(aux, x_ref, x_ref)] if p]
+        if int((~buffer.isnan()).sum()) != d.numel():
+            problems.append("a write outside D")
+        if problems:
+            wrong.append(f"{(m, n, k)} pads {pads}: " + "; ".join(problems))
+    assert not wrong, "\n".join(wrong)
+
+
+def test_two_calls_are_bitwise_equal_and_share_one_workspace(pingpong):
+    module, config = pingpong
+    combo = COMBOS[1]  # float32 D: every bit of the sum shows
+    a, b, d, _ = strides.operands(1000, 1016, 3000, combo, (8, 8, 8))
+    results = []
+    workspaces = []  # this size's workspaces after each call: (device, stream, elements) -> address
+    for _ in range(2):
+        d.fill_(float("nan"))
+        module.gemm(a, b, d, config)
+        torch.cuda.synchronize()
+        results.append(d.clone())
+        workspaces.append({key: buffer.data_ptr() for key, buffer in module.gemm.workspaces.entries.items()
+                           if key[2] == SPLITS * d.numel()})
+    assert strides.tolerances.within_bounds(results[0], a, b) is None
+    assert torch.equal(results[0], results[1]), "two split-K calls on the same inputs differ"
+    assert len(workspaces[0]) == 1 and workspaces[0] == workspaces[1], workspaces
+    # The comparison is strict: the float64 product rounded to float32 is as close, and not bitwise the same.
+    assert not torch.equal(results[0], (a.double() @ b.double()).float())
+
+
+def test_cutecourse_gemm_splits_a_problem_of_few_tiles_and_long_k(monkeypatch, tmp_path):
+    """With no measured winner or tuned pick, 128 × 6144 × 4096 (48 tiles of 128 × 128 on 132 SMs, 64 k-tiles) runs
+    in 2 splits, right."""
+    from cutecourse.kernels.gemm import winners
+
+    monkeypatch.setattr(winners, "TABLE", tmp_path / "winners.json")
+    monkeypatch.setenv("CUTECOURSE_CACHE", str(tmp_path))
+    dispatch.forget_plans()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    a, b, out, buffer = strides.operands(128, 6144, 4096, (torch.bfloat16, torch.bfloat16, "k", "k"), (0, 0, 0))
+    choice = cutecourse.gemm.explain(a, b, out)
+    expected = min(dispatch.MAX_SPLITS, sms // 48, 64 // dispatch.MIN_SPLIT_K_TILES)
+    assert choice.step == "gemm11_pingpong" and choice.config.splits == expected >= 2, choice
+    assert any(f"48 tiles of 128×128 on {sms} SMs, 64 k-tiles" in r for r in choice.reasons), choice
+    cutecourse.gemm(a, b, out)
+    torch.cuda.synchronize()
+    assert strides.judge(out, buffer, a, b) is None
+
+
+#: what is broken -> (module, its edits): each must make the check above fail.
+BROKEN = {
+    "every split loads the first share of K": ("gemm11_pingpong", [
+        ("for kt in range(first_k, first_k + k_count):", "for kt in range(0, k_count):")]),
+    "every partial tile lands in slice 0": ("gemm11_pingpong", [
+        ("gC[(None, None, tm, tn, split)]", "gC[(None, None, tm, tn, 0)]")]),
+    "the reduction skips the last slice": ("splitk", [
+        ("cutlass.range_constexpr(1, splits)", "cutlass.range_constexpr(1, splits - 1)")]),
+}
+
+
+@pytest.mark.parametrize("what", list(BROKEN))
+def test_a_broken_split_fails_the_check(what, tmp_path):
+    strides.runnable("gemm11_pingpong")
+    name, edits = BROKEN[what]
+    broken = gemm_gpu.variant(name, edits, tmp_path)
+    if name == "splitk":  # step 11's host and Config, launched by the broken reduction's launcher
+        from cutecourse.kernels.gemm import gemm11_pingpong as step
+
+        gemm = broken.Launcher(step.host, step.Config, vector=True, min_cc=90, for_device=launcher.for_device,
+                               epilogue=True, fp8=True)
+        config = step.Config(splits=SPLITS)
+    else:
+        gemm = broken.gemm
+        config = broken.Config(splits=SPLITS)
+    cases = split_shapes(11, 3, SPLITS)
+    assert split_failures(gemm, config, COMBOS[1], cases), f"split-K with {what} passed the check: it cannot fail"
+
+
+def test_the_k_tiles_refusal_names_splits_on_the_gpu(pingpong):
+    module, _ = pingpong
+    a, b, d, _ = strides.operands(64, 64, 136, COMBOS[0], (8, 8, 8))  # 3 k-tiles
+    with pytest.raises(ValueError, match=r"^splits=4: K=136 is 3 k-tiles of 64.*splits at most 3"):
+        module.gemm(a, b, d, module.Config(splits=4))
