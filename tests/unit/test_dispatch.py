@@ -157,3 +157,53 @@ def test_a_k_tail_is_named_and_needs_no_other_step():
                                   "it with zeros")
     assert not any("k-tile" in r for r in explain(*ops(4096, 4096, 4096), arch=90).reasons)
     assert "K=104 = 1 × 64 + 40: the last k-tile is partial" in str(explain(*ops(256, 256, 104), arch=80))
+
+
+@pytest.mark.parametrize("m, n, k, sms, splits, cluster", [
+    (128, 6144, 4096, 132, 2, (1, 2)),  # 48 tiles of 128×128, 64 k-tiles: 132 // 48 = 2; one tile row pairs along N
+    (1024, 1024, 16384, 132, 2, (2, 1)),  # 64 tiles, 256 k-tiles
+    (128, 4096, 14336, 132, 4, (1, 2)),  # 32 tiles, 224 k-tiles
+    (64, 64, 4096, 132, 8, (1, 1)),  # one tile: the cap of 8
+    (128, 6144, 640, 132, 2, (1, 2)),  # 10 k-tiles: 2 splits of 5
+    (136, 1024, 512, 132, 2, (2, 1)),  # 16 tiles, 8 k-tiles: 2 splits of 4, the least a split keeps
+])
+def test_on_sm_90_few_tiles_and_a_long_k_split_k(m, n, k, sms, splits, cluster):
+    choice = explain(*ops(m, n, k), arch=90, sms=sms)
+    assert choice.step == "gemm11_pingpong", choice
+    assert (choice.config.splits, choice.config.cluster_m, choice.config.cluster_n) == (splits, *cluster), choice
+    assert choice.config == gemm11_pingpong.Config(splits=splits, cluster_m=cluster[0], cluster_n=cluster[1])
+
+
+@pytest.mark.parametrize("m, n, k, sms, why", [
+    (256, 8192, 8192, 132, "128 tiles: no idle SM for a second split"),
+    (1024, 1024, 16384, 64, "64 tiles fill a 64-SM GPU"),
+    (128, 6144, 448, 132, "7 k-tiles: a second split would keep 3"),
+    (1024, 1024, 1024, 100, "64 tiles on 100 SMs: 100 // 64 = 1"),
+])
+def test_split_k_needs_idle_sms_and_four_k_tiles_a_split(m, n, k, sms, why):
+    choice = explain(*ops(m, n, k), arch=90, sms=sms)
+    assert choice.step == "gemm11_pingpong" and choice.config == gemm11_pingpong.Config(), why
+    assert not any("split-K" in r for r in choice.reasons), choice
+
+
+def test_split_k_is_for_16_bit_operands_on_the_model_s_path_only(monkeypatch):
+    small = explain(*ops(256, 256, 4096, torch.float8_e4m3fn, majors=("k", "k")), arch=90)
+    assert small.config == gemm11_pingpong.FP8_CONFIG  # fp8: not split
+    assert explain(*ops(4096, 4096, 4096), arch=90).step == "gemm10_multicast"  # a full wave
+    from pathlib import Path
+
+    from cutecourse.kernels.gemm import winners
+
+    monkeypatch.setattr(winners, "TABLE", Path(winners.__file__).with_name("winners.json"))  # the shipped table
+    measured = explain(*ops(128, 6144, 4096), arch=90, sms=132)
+    assert measured.config.splits == 1 and any(r.startswith("measured:") for r in measured.reasons), measured
+
+
+def test_the_split_k_reason_names_tiles_sms_k_tiles_and_shares():
+    choice = explain(*ops(128, 6144, 4096), arch=90, sms=132)
+    assert ("48 tiles of 128×128 on 132 SMs, 64 k-tiles of 64: split-K, 2 splits of 32 k-tiles keep 96 SMs busy "
+            "(cluster 1×2); the float32 partial tiles go to a workspace, which a second kernel sums in order and runs "
+            "the epilogue on") in choice.reasons
+    uneven = explain(*ops(128, 6144, 4136), arch=90, sms=132)  # 65 k-tiles, the last partial
+    assert "65 k-tiles of 64: split-K, 2 splits of 32 or 33 k-tiles" in str(uneven)
+    assert uneven.reasons[-1].startswith("K=4136 = 64 × 64 + 40: the last k-tile is partial")
