@@ -293,7 +293,8 @@ def _tuned(a: Any, b: Any, out: Any, cc: int, ops: Any) -> Choice | None:
     return Choice(entry["step"], config, (f"sm_{cc}", reason), tuned=True)
 
 
-#: The call's key -> the Choice `explain` made for it.
+#: The call's key (`launcher.call_key`, with the call's config, None where the dispatcher chooses) -> the step's
+#: launcher and its plan for the call, or (None, the Choice) where step 2's product gets torch's epilogue (`_unfused`).
 _plans = Plans()
 
 
@@ -306,8 +307,12 @@ def forget_plans() -> None:
 def gemm(a: Any, b: Any, out: Any = None, *, epilogue: Any = None, config: Any = None, alpha: float = 1.0,
          beta: float = 0.0, c: Any = None, bias: Any = None, aux: Any = None) -> Any:
     """``out = act(alpha · a @ b + beta · c + bias)`` (the plain product without `epilogue`) on the step `explain`
-    picks, and `out`. `out` defaults to a new (M, N) tensor of a's dtype (bfloat16 for fp8)."""
-    from cutecourse.kernels.gemm import operands
+    picks, and `out`. `out` defaults to a new (M, N) tensor of a's dtype (bfloat16 for fp8).
+
+    A call like an earlier one (`launcher.call_key`) goes straight to the kernel the earlier one was planned with:
+    one key and one lookup, then the step's TVM FFI call, where the dispatcher's choice and the step's own checks
+    ran once."""
+    from cutecourse.kernels.gemm import launcher, operands
 
     for name, t in (("a", a), ("b", b)):
         operands.tensor_check(name, t)
@@ -315,23 +320,27 @@ def gemm(a: Any, b: Any, out: Any = None, *, epilogue: Any = None, config: Any =
             raise ValueError(f"{name} is on {t.device}; cutecourse.gemm runs on the GPU: {name} = {name}.cuda() "
                              "(on a CPU, torch.matmul; cutecourse.gemm.explain(a, b, arch=90) says what a GPU "
                              "would run)")
-    fused = epilogue is not None or c is not None or bias is not None or aux is not None or alpha != 1 or beta != 0
-    try:
-        key = (a.dtype, b.dtype, a.shape, b.shape, a.stride(), b.stride(), a.device, a.data_ptr() % 16,
-               b.data_ptr() % 16, None if out is None else (out.dtype, out.shape, out.stride(), out.device,
-                                                            out.data_ptr() % 16), fused, config)
-        hash(key)
-    except (AttributeError, TypeError):
-        key = None  # explain says what is wrong
-    choice = _plans.get(key) if key is not None else None
-    if choice is None:
+    out = launcher.output(a, b) if out is None else out
+    key = launcher.call_key(config, a, b, out, epilogue, alpha, beta, c, bias, aux)
+    planned = _plans.get(key) if key is not None else None
+    if planned is None:
+        fused = epilogue is not None or c is not None or bias is not None or aux is not None or alpha != 1 or beta != 0
         choice = explain(a, b, out, epilogue=epilogue, config=config, fused=fused)
+        if choice.step == ANY_SHAPE and fused:
+            planned = (None, choice)
+        else:
+            step = _module(choice.step).gemm
+            plan = step.plan(a, b, out, choice.config, epilogue, alpha, beta, c, bias, aux)
+            if plan is None:  # nothing to launch (an empty problem), or K = 0: done
+                return out
+            planned = (step, plan)
         if key is not None:
-            _plans.put(key, choice)
-    if choice.step == ANY_SHAPE and fused:
-        return _unfused(choice, a, b, out, epilogue, alpha, beta, c, bias, aux)
-    return _module(choice.step).gemm(a, b, out, choice.config, epilogue=epilogue, alpha=alpha, beta=beta, c=c,
-                                     bias=bias, aux=aux)
+            _plans.put(key, planned)
+    step, plan = planned
+    if step is None:
+        return _unfused(plan, a, b, out, epilogue, alpha, beta, c, bias, aux)
+    step.launch(plan, a, b, out, alpha, beta, c, bias, aux)
+    return out
 
 
 def _unfused(choice: Choice, a: Any, b: Any, out: Any, epilogue_: Any, alpha: float, beta: float, c: Any, bias: Any,
@@ -342,7 +351,6 @@ def _unfused(choice: Choice, a: Any, b: Any, out: Any, epilogue_: Any, alpha: fl
 
     from cutecourse.kernels.gemm import epilogue, operands
 
-    out = torch.empty(a.shape[0], b.shape[1], dtype=a.dtype, device=a.device) if out is None else out
     fused = epilogue.plan(epilogue_, alpha, beta, c, bias, aux, out)  # checked before any work
     if fused.epilogue.aux:
         for name, t in (("a", a), ("b", b), ("out", out)):

@@ -158,39 +158,62 @@ class Launcher(launch.Launcher):
     def __call__(self, a: Any, b: Any, d: Any = None, config: Any = None, *,  # type: ignore[override]
                  epilogue: Any = None, alpha: Any = 1.0, beta: Any = 0.0, c: Any = None, bias: Any = None,
                  aux: Any = None) -> Any:
-        if d is None and isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dim() == b.dim() == 2:
-            dtype = torch.bfloat16 if launch.dtype_name(a) in operands.FP8_DTYPES else a.dtype
-            d = torch.empty(a.shape[0], b.shape[1], dtype=dtype, device=a.device)
+        d = output(a, b) if d is None else d
         config = self.default if config is None else config
         if not isinstance(config, self.config_type):
             given = f"{type(config).__module__.rpartition('.')[2]}.{type(config).__qualname__}"
             raise ValueError(f"config is a {given}; {self.step} takes its own: {self.step}.Config(...)")
-
-        try:
-            pa, pb, pd = a.data_ptr(), b.data_ptr(), d.data_ptr()
-            key = (config, a.dtype, b.dtype, d.dtype, a.device, b.device, d.device, a.shape, b.shape, d.shape,
-                   a.stride(), b.stride(), d.stride(), pa % 16, pb % 16, pd % 16,
-                   epilogue, alpha != 1, beta != 0, _traits_of(c), _traits_of(bias), _traits_of(aux))
-            if isinstance(alpha, bool) or isinstance(beta, bool) or not math.isfinite(alpha) * math.isfinite(beta):
-                key = None  # the checks say what is wrong
-        except (AttributeError, TypeError):  # not tensors, or not numbers: the checks say so
-            key = None
+        key = call_key(config, a, b, d, epilogue, alpha, beta, c, bias, aux)
         plan = self.plans.get(key) if key is not None else None
         if plan is None:
             plan = self.plan(a, b, d, config, epilogue, alpha, beta, c, bias, aux)
             if plan is None:
                 return d
-            self.plans.put(key, plan)
-            pa, pb, pd = a.data_ptr(), b.data_ptr(), d.data_ptr()  # the checks passed: they are tensors
-        fn, _, fused, sizes = plan
-        stream = launch.raw_stream(a.get_device())
-        if self.fuses:  # an epilogue tensor the kernel does not read or write is D's address (never dereferenced)
-            fn(pa, pb, pd, *sizes, stream, c.data_ptr() if fused.source else pd,
-               bias.data_ptr() if fused.bias_dtype else pd, aux.data_ptr() if fused.epilogue.aux else pd,
-               float(alpha), float(beta))
-        else:
-            fn(pa, pb, pd, *sizes, stream)
+            if key is not None:
+                self.plans.put(key, plan)
+        self.launch(plan, a, b, d, alpha, beta, c, bias, aux)
         return d
+
+    def launch(self, plan: Plan, a: Any, b: Any, d: Any, alpha: Any = 1.0, beta: Any = 0.0, c: Any = None,
+               bias: Any = None, aux: Any = None) -> None:
+        """Call `plan`'s kernel on these tensors (the ones `plan` was made for, or like them: `call_key`) on torch's
+        current stream: the addresses, the plan's extents, the stream's handle, and for a fused step its epilogue's
+        tensors (one it does not read or write is D's address, never dereferenced), alpha and beta."""
+        pd, stream = d.data_ptr(), launch.raw_stream(a.get_device())
+        if self.fuses:
+            fused = plan.fused
+            plan.fn(a.data_ptr(), b.data_ptr(), pd, *plan.extents, stream, c.data_ptr() if fused.source else pd,
+                    bias.data_ptr() if fused.bias_dtype else pd, aux.data_ptr() if fused.epilogue.aux else pd,
+                    float(alpha), float(beta))
+        else:
+            plan.fn(a.data_ptr(), b.data_ptr(), pd, *plan.extents, stream)
+
+
+def output(a: Any, b: Any) -> Any:
+    """The D a call without one gets: (M, N) row-major, of a's dtype (bfloat16 for fp8 operands), on a's device; None
+    where `a` and `b` are no matrices (the checks then say what is wrong)."""
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dim() == b.dim() == 2):
+        return None
+    dtype = torch.bfloat16 if launch.dtype_name(a) in operands.FP8_DTYPES else a.dtype
+    return torch.empty(a.shape[0], b.shape[1], dtype=dtype, device=a.device)
+
+
+def call_key(config: Any, a: Any, b: Any, d: Any, epilogue_: Any, alpha: Any, beta: Any, c: Any, bias: Any, aux: Any
+             ) -> tuple[Any, ...] | None:
+    """What a call's checks and compiled kernel depend on, as the plan caches' key (a step's launcher's, and
+    `cutecourse.gemm`'s, whose `config` may be None: its own choice): the config, the tensors' dtypes, devices,
+    shapes, strides and 16-byte alignment, the epilogue and its tensors' traits. None where the checks must say
+    what is wrong (not tensors, or alpha and beta no finite numbers)."""
+    try:
+        key = (config, a.dtype, b.dtype, d.dtype, a.device, b.device, d.device, a.shape, b.shape, d.shape,
+               a.stride(), b.stride(), d.stride(), a.data_ptr() % 16, b.data_ptr() % 16, d.data_ptr() % 16,
+               epilogue_, alpha != 1, beta != 0, _traits_of(c), _traits_of(bias), _traits_of(aux))
+        if isinstance(alpha, bool) or isinstance(beta, bool) or not math.isfinite(alpha) * math.isfinite(beta):
+            return None
+        hash(key)  # a config or an epilogue of the wrong kind may not hash
+    except (AttributeError, TypeError):
+        return None
+    return key
 
 
 def for_device(config: Any, device: Any) -> Any:
