@@ -14,6 +14,7 @@ module              what it holds
 ``tolerances``      how close to float64 torch a GEMM's output must be (the tests, checks and benchmarks read it)
 ``epilogue``        the fused epilogue ``D = act(alpha · acc + beta · C + bias)`` (every step from 5 on)
 ``fp8``             per-tensor fp8 scaling around steps 10 and 11
+``splitk``          split-K for step 11: the workspace of partial tiles, the in-order reduction, step 11's launcher
 ``steps``           each step's diff against the one before (reads the sources as text)
 ==================  ==================================================================================================
 
