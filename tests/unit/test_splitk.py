@@ -20,6 +20,12 @@ ARCH = "sm_90a"
 Config = gemm11_pingpong.Config
 
 
+def operands_of(m, n, k, ab=torch.bfloat16, d=torch.bfloat16, a_major="k", b_major="n"):
+    a = torch.empty(m, k, dtype=ab) if a_major == "k" else torch.empty(k, m, dtype=ab).t()
+    b = torch.empty(k, n, dtype=ab) if b_major == "n" else torch.empty(n, k, dtype=ab).t()
+    return a, b, torch.empty(m, n, dtype=d)
+
+
 def test_k_share_gives_each_split_a_contiguous_share_differing_by_at_most_one():
     for k_tiles in (1, 2, 7, 16, 64, 65):
         for splits in range(1, min(k_tiles, 8) + 1):
@@ -41,18 +47,12 @@ def test_the_config_refuses_splits_that_are_no_count_of_k_shares(splits):
 
 
 def test_more_splits_than_k_tiles_are_refused_naming_the_count():
-    a, b, d = torch.empty(64, 136, dtype=torch.float16), torch.empty(136, 64, dtype=torch.float16), torch.empty(64, 64)
+    a, b, d = operands_of(64, 64, 136, torch.float16, torch.float32)
     with pytest.raises(ValueError, match=r"^splits=4: K=136 is 3 k-tiles of 64, and every split needs one: pass "
                                          r"splits at most 3, or splits=1"):
         gemm11_pingpong.gemm(a, b, d, Config(splits=4))
     with pytest.raises(ValueError, match=r"a is on cpu"):  # 3 splits of 3 k-tiles pass it, on to the usual checks
         gemm11_pingpong.gemm(a, b, d, Config(splits=3))
-
-
-def operands_of(m, n, k, ab=torch.bfloat16, d=torch.bfloat16, a_major="k", b_major="n"):
-    a = torch.empty(m, k, dtype=ab) if a_major == "k" else torch.empty(k, m, dtype=ab).t()
-    b = torch.empty(k, n, dtype=ab) if b_major == "n" else torch.empty(n, k, dtype=ab).t()
-    return a, b, torch.empty(m, n, dtype=d)
 
 
 def compile_gemm(config, a, b, c_dtype, options=""):
