@@ -194,8 +194,8 @@ BROKEN = {
         "every TMA store writes the tile's first subtile": [("bSG_gC[(None, j)]", "bSG_gC[(None, 0)]")]},
     "gemm11_pingpong": {
         "warpgroup 2 stores its tiles over warpgroup 1's": [
-            ("\n            tm, tn = _tile_coord(work, ",
-             "\n            tm, tn = _tile_coord(work - consumer * work_stride, ")]},
+            ("\n            tm, tn = _tile_coord(tile, ",
+             "\n            tm, tn = _tile_coord(tile - consumer * work_stride, ")]},
 }
 #: Shapes for the broken kernels: whole tiles, many tiles per persistent CTA (4096 x 4096), a raster group cut short
 #: (700 rows are 6 tiles of 128), ragged tails.
