@@ -53,6 +53,11 @@ def test_more_splits_than_k_tiles_are_refused_naming_the_count():
         gemm11_pingpong.gemm(a, b, d, Config(splits=4))
     with pytest.raises(ValueError, match=r"a is on cpu"):  # 3 splits of 3 k-tiles pass it, on to the usual checks
         gemm11_pingpong.gemm(a, b, d, Config(splits=3))
+    wide = torch.empty(2**16, 2**14, device="meta")  # 2**30 outputs: 2 splits are 2**31 partial sums
+    a, b = torch.empty(2**16, 256, device="meta"), torch.empty(256, 2**14, device="meta")
+    with pytest.raises(ValueError, match=r"^splits=2: the workspace would hold 2 × 1073741824 = 2147483648 partial "
+                                         r"sums, 2\*\*31 or more .* pass splits at most 1, or splits=1"):
+        gemm11_pingpong.gemm(a, b, wide, Config(splits=2))
 
 
 def compile_gemm(config, a, b, c_dtype, options=""):

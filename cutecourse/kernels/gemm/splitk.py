@@ -183,6 +183,11 @@ class Launcher(launcher.Launcher):
             if config.splits > k_tiles:
                 raise ValueError(f"splits={config.splits}: K={a.shape[1]} is {k_tiles} k-tiles of {config.tile_k}, "
                                  f"and every split needs one: pass splits at most {k_tiles}, or splits=1")
+            elements = config.splits * c.numel() if isinstance(c, torch.Tensor) else 0
+            if elements >= 2**31:
+                raise ValueError(f"splits={config.splits}: the workspace would hold {config.splits} × {c.numel()} = "
+                                 f"{elements} partial sums, 2**31 or more (the kernels index with 32 bits): pass "
+                                 f"splits at most {(2**31 - 1) // c.numel()}, or splits=1")
         planned = super().plan(a, b, c, config, epilogue_, alpha, beta, source, bias, aux)
         if planned is None or config.splits == 1:
             return planned
