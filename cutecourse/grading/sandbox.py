@@ -385,8 +385,20 @@ def _serve(spec: dict[str, Any]) -> None:
             value, outputs = execute(fn, request["args"], request.get("via", "call"), request.get("options"))
             reply = {"ok": True, "value": wire.encode(value), "outputs": [wire.encode(o) for o in outputs]}
         except BaseException as exc:  # noqa: BLE001
-            reply = {"ok": False, "error": describe(exc)}
+            reply = {"ok": False, "error": describe(exc), "intact": _intact()}
         channel.write(json.dumps(reply) + "\n")
+
+
+def _intact() -> bool:
+    """Whether this process can take the next call after one that raised: yes, unless torch started a CUDA context
+    in it (a kernel's error can leave the context unusable for every later call). The grader replaces a process that
+    is not (`Learner._call`). The claim is the learner's own process's, and all it decides is whether the learner's
+    next call starts in a fresh process."""
+    torch = sys.modules.get("torch")
+    try:
+        return torch is None or not torch.cuda.is_initialized()
+    except Exception:  # noqa: BLE001 - a torch the answers broke
+        return False
 
 
 def serve_kernel(argv: list[str]) -> None:
@@ -423,6 +435,7 @@ class _Tail(threading.Thread):
         self.pipe = pipe
         self.chunks = collections.deque()
         self.size = 0
+        self.total = 0  # bytes read, all told: a mark for `since`
         self.start()
 
     def run(self) -> None:
@@ -430,12 +443,30 @@ class _Tail(threading.Thread):
                           b""):
             self.chunks.append(chunk)
             self.size += len(chunk)
+            self.total += len(chunk)
             while self.size - len(self.chunks[0]) > STDERR_TAIL_BYTES:
                 self.size -= len(self.chunks.popleft())
 
     def text(self) -> str:
         data = b"".join(self.chunks)[-STDERR_TAIL_BYTES:]
         return data.decode("utf-8", "replace").strip()
+
+    def since(self, mark: int) -> str:
+        """What the process wrote after `mark` (a `total`), of the tail kept, once the pipe holds nothing unread: the
+        process wrote it before its reply, so it is in the pipe or read by then (a few milliseconds at most)."""
+        import select
+
+        for _ in range(50):
+            before = self.total
+            time.sleep(0.002)
+            try:
+                waiting = select.select([self.pipe], [], [], 0)[0]
+            except (OSError, ValueError):  # closed
+                break
+            if not waiting and self.total == before:
+                break
+        data = b"".join(self.chunks)
+        return data[len(data) - min(self.total - mark, len(data)):].decode("utf-8", "replace").strip()
 
 
 #: Modules answer cells may import that load shared libraries through ctypes: where functions are forbidden the
@@ -462,7 +493,9 @@ class Learner:
     """A learner process holding the answers, in a jail of `walls`; `call` runs one of its functions on grader-chosen
     inputs. `forbid` names the functions the exercise graded through this process may not use.
 
-    After a failed call the process is replaced, so one crash (or a dead CUDA context) cannot spoil the next test.
+    After a failed call the process is replaced, so one crash (or a dead CUDA context) cannot spoil the next test;
+    after a call that only raised, in a process that started no CUDA context, the process takes the next call (a
+    fresh one would import torch and the DSL again, seconds for each of an untouched exercise's tests).
     Without `walls`, the process gets walls of its own (the isolation `isolation.choose()` picks), closed with it.
     """
 
@@ -626,10 +659,15 @@ class Learner:
         self._count_reply(0, f"running {name}")  # nor once the replies' budget is spent
         if self.process is None:
             self._start()
+        mark = self._stderr.total if self._stderr else 0
         self._send({"name": name, "args": [wire.argument(a) for a in args], "via": via, "options": options or {}},
                    f"{name} was called")
         reply = self._read(timeout or self.timeout, f"running {name}")
         if not reply.get("ok"):
+            if reply.get("intact") is True and self._stderr:  # an exception, nothing worse: it takes the next call
+                said = self._stderr.since(mark)
+                raise LearnerError(f"{name} raised {reply.get('error')}" +
+                                   (f"; what it wrote to stderr: {said[-800:]}" if said else ""))
             self._fail(f"{name} raised {reply.get('error')}")
         try:
             return wire.decode(reply["value"]), [wire.decode(o) for o in reply["outputs"]]

@@ -53,6 +53,32 @@ def test_denied_files_cannot_be_read_and_programs_cannot_be_started(tmp_path):
             process.call("run")
 
 
+def test_a_call_that_raised_leaves_the_process_to_the_next_call_and_a_crash_replaces_it():
+    """An exception in a process that started no CUDA context costs the next call nothing (no new process importing
+    torch and the DSL again); a crash gets a fresh process. Each failure says what that call wrote to stderr."""
+    with learner("""
+        import os, sys
+        CALLS = []
+        def calls():  # how many calls this process has taken (a pid would be 2 in every jail)
+            CALLS.append(1)
+            return len(CALLS)
+        def fail(word):
+            print(word, file=sys.stderr)
+            raise ValueError("no")
+        def crash():
+            os._exit(3)
+    """) as process:
+        assert process.call("calls")[0] == 1
+        with pytest.raises(LearnerError, match="fail raised ValueError: no; what it wrote to stderr: one$"):
+            process.call("fail", "one")
+        with pytest.raises(LearnerError, match="what it wrote to stderr: two$"):  # this call's words only
+            process.call("fail", "two")
+        assert process.call("calls")[0] == 2  # the same process
+        with pytest.raises(LearnerError, match="ended"):
+            process.call("crash")
+        assert process.call("calls")[0] == 1  # a fresh one
+
+
 def test_the_learners_stderr_tail_comes_with_a_failure():
     with learner("""
         import sys
