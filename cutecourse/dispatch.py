@@ -212,7 +212,7 @@ def _measured(a: Any, b: Any, cc: int, ab: str, ops: Any) -> tuple[str, Any, str
     cls = winners.shape_class(m, n, k)
     picked = f"{entry['step']}({changes(entry['step'], config) or 'default'})"
     measured = f"{entry['gpu'].split('|')[0]}, {entry['date']}: {'x'.join(map(str, entry['shape']))}"
-    reason = (f"measured: for {winners.describe(cls)} ({cls}), {picked} ran fastest of {len(winners.CANDIDATES)} "
+    reason = (f"measured: for {winners.describe(cls)} ({cls}), {picked} ran fastest of {entry['raced']} "
               f"configs ({measured} at {entry['ratio']:.3f}× torch.matmul; {winners.TABLE.name})")
     return entry["step"], config, reason
 

@@ -247,7 +247,8 @@ def measure_winners(shapes: list[tuple[int, int, int]], dtype: str = "bfloat16",
             matmul = result.pop("torch.matmul")
             (step, config), best = max(result.items(), key=lambda item: item[1]["ratio"])
             cls = winners.shape_class(m, n, k)
-            entry = {"step": step, "config": asdict(config), "shape": [m, n, k], "ms": round(best["ms"], 5),
+            entry = {"step": step, "config": asdict(config), "shape": [m, n, k], "raced": len(result),
+                     "ms": round(best["ms"], 5),
                      "ratio": round(best["ratio"], 3), "baseline_ms": round(matmul["ms"], 5),
                      "gpu": tune_cache.gpu_identity(a.device), "date": datetime.date.today().isoformat()}
             say(f"{m}x{n}x{k} ({cls}): {step}({changes(step, config) or 'default'}) {best['ratio']:.3f}x torch.matmul")

@@ -22,8 +22,8 @@ def test_a_class_rounds_each_extent_up_to_a_power_of_two():
 
 
 ENTRY = {"step": "gemm11_pingpong", "config": {"tile_m": 64, "tile_n": 128, "cluster_m": 1, "cluster_n": 1},
-         "shape": [128, 6144, 4096], "ms": 0.05, "ratio": 0.9, "baseline_ms": 0.045, "gpu": "NVIDIA H200|580|4.8.1",
-         "date": "2026-12-03"}
+         "shape": [128, 6144, 4096], "raced": 7, "ms": 0.05, "ratio": 0.9, "baseline_ms": 0.045,
+         "gpu": "NVIDIA H200|580|4.8.1", "date": "2026-12-03"}
 
 
 @pytest.fixture
@@ -56,8 +56,8 @@ def test_explain_runs_a_measured_winner_and_says_what_was_measured(table_file):
     choice = cutecourse.gemm.explain(*ops(100, 6000, 4000), arch=90)
     assert choice.step == "gemm11_pingpong" and choice.config == gemm11_pingpong.Config(**ENTRY["config"])
     reason = next(r for r in choice.reasons if r.startswith("measured"))
-    for said in ("64 < M ≤ 128", "gemm11_pingpong(", "tile_m=64", "NVIDIA H200", "2026-12-03", "128x6144x4096",
-                 "0.900× torch.matmul", "winners.json"):
+    for said in ("64 < M ≤ 128", "gemm11_pingpong(", "tile_m=64", "fastest of 7 configs", "NVIDIA H200", "2026-12-03",
+                 "128x6144x4096", "0.900× torch.matmul", "winners.json"):
         assert said in reason, (said, reason)
     # Another class, another dtype, fp8, or another arch: the model, and it says so.
     for a, b, arch in (ops(4096, 4096, 4096) + (90,), ops(100, 6000, 4000, torch.float16) + (90,),
@@ -84,6 +84,7 @@ def test_every_shipped_entry_is_a_config_its_step_takes_with_what_was_measured()
         assert budget.fits(e["step"], config, dtype, dtype, int(arch[3:])), (cls, e)
         assert e["ms"] > 0 and e["baseline_ms"] > 0 and abs(e["baseline_ms"] / e["ms"] - e["ratio"]) < 0.01
         assert e["gpu"].count("|") == 2 and len(e["date"]) == 10
+        assert 2 <= e["raced"] <= len(winners.CANDIDATES), (cls, e)  # the race's size: what `explain` says it beat
 
 
 def test_measuring_winners_needs_a_hopper_gpu():

@@ -6,7 +6,8 @@ runs a class's winner where one was measured for this arch and dtype, and falls 
 
 A shape class rounds each of M, N and K up to a power of two: (128, 6144, 4096) is class ``128x8192x4096``, the class
 of every problem with 65 ≤ M ≤ 128, 4097 ≤ N ≤ 8192, 2049 ≤ K ≤ 4096. The table (``winners.json`` beside this module)
-maps ``arch -> dtype -> class`` to ``{"step", "config" (the Config's fields), "shape" (the problem measured), "ms",
+maps ``arch -> dtype -> class`` to ``{"step", "config" (the Config's fields), "shape" (the problem measured), "raced"
+(how many configs ran in that race), "ms",
 "ratio" (torch.matmul's ms / the winner's, the same rounds), "gpu", "date"}``. Importing this module loads nothing
 heavy.
 """
@@ -31,6 +32,9 @@ CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("gemm11_pingpong", {"tile_m": 64, "tile_n": 128, "cluster_m": 1, "cluster_n": 2}),
     ("gemm11_pingpong", {"tile_m": 64, "tile_n": 128, "cluster_m": 1, "cluster_n": 1}),
     ("gemm11_pingpong", {"tile_m": 64, "tile_n": 64, "cluster_m": 1, "cluster_n": 2}),
+    # split-K (`cutecourse.kernels.gemm.splitk`): a long K over few tiles
+    ("gemm11_pingpong", {"splits": 2, "cluster_m": 1, "cluster_n": 2}),
+    ("gemm11_pingpong", {"tile_m": 64, "splits": 4, "cluster_m": 1, "cluster_n": 2}),
 )
 
 
