@@ -47,6 +47,7 @@ class Machine:
     dsl: str | None = None
     dsl_cuda_major: int | None = None
     cuda_bindings: str | None = None
+    tvm_ffi: str | None = None  # apache-tvm-ffi: what the GEMM steps' launcher calls their kernels through
     gpu: str | None = None
     capability: tuple[int, int] | None = None
     driver: str | None = None
@@ -198,6 +199,7 @@ def probe() -> Machine:
     m.dsl = _version("nvidia-cutlass-dsl")
     m.dsl_cuda_major = _dsl_cuda_major()
     m.cuda_bindings = _version("cuda-bindings")
+    m.tvm_ffi = _version("apache-tvm-ffi")
     smi = _nvidia_smi()
     if smi is not None:
         m.gpu, m.capability, m.driver = smi
@@ -219,6 +221,9 @@ def _check(m: Machine) -> None:
     elif m.dsl is not None and m.dsl != DSL_PIN:
         m.warnings.append(f"nvidia-cutlass-dsl {m.dsl} is installed; the course is tested with {DSL_PIN}: "
                           f"pip install nvidia-cutlass-dsl=={DSL_PIN}")
+    if m.dsl is not None and m.tvm_ffi is None:
+        m.warnings.append("apache-tvm-ffi is not installed, and the GEMM steps call their kernels through it: "
+                          "pip install 'apache-tvm-ffi>=0.1.15,<0.2'")
     if m.colab and m.dsl is not None and not (m.capability and m.capability >= MIN_KERNEL_CAPABILITY):
         have = f"this runtime's {m.gpu} is {m.sm}" if m.gpu else "this runtime has no GPU"
         # Colab's GPU runtimes share one image, and so one driver: where this one is too old, so are the others.

@@ -11,7 +11,7 @@ from cutecourse.cli import main
 
 def machine(**kw):
     base = dict(python="3.12.0", os="Linux x86_64", torch="2.13.0", torch_cuda="13.0", dsl=env.DSL_PIN,
-                dsl_cuda_major=13, cuda_bindings="13.0.1")
+                dsl_cuda_major=13, cuda_bindings="13.0.1", tvm_ffi="0.1.15.post2")
     base.update(kw)
     m = env.Machine(**base)
     env._check(m)
@@ -58,6 +58,12 @@ def test_driver_too_old_even_for_cuda_12_9_must_be_upgraded():
 
 def test_a_new_enough_driver_gets_no_warning():
     assert machine(capability=(9, 0), gpu="H200", driver="580.159.04").warnings == []
+
+
+def test_the_dsl_without_tvm_ffi_is_told_how_to_install_it():
+    assert any("pip install 'apache-tvm-ffi>=0.1.15,<0.2'" in w for w in machine(tvm_ffi=None).warnings)
+    without_dsl = machine(dsl=None, dsl_cuda_major=None, tvm_ffi=None).warnings  # the DSL first: no kernels without
+    assert without_dsl and not any("apache-tvm-ffi" in w for w in without_dsl)
 
 
 def test_wrong_dsl_version_warns_with_the_pin():
