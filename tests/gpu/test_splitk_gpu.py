@@ -6,7 +6,6 @@ alpha, aux) after the reduction; two calls bitwise equal, on one workspace; `cut
 partial lands in slice 0, the reduction skips the last slice) fail the same checks. Compiles dominate the time: the
 cases share four Configs' kernels."""
 
-import importlib.util
 import math
 import random
 from pathlib import Path
@@ -22,18 +21,13 @@ from cutecourse.kernels.gemm import epilogue, launcher  # noqa: E402
 pytestmark = pytest.mark.gpu(90)
 
 
-def _load(name, path):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
+from . import test_epilogue_gpu as epilogue_gpu  # noqa: E402
 
 # The house's GPU helpers, imported, not copied: padded, NaN-poisoned operands and their judge (strides), broken
-# copies of a module (the ladder's test), and the epilogue's judge (the epilogue test, which loads the benchmark's).
-strides = _load("strides_gpu_helpers", Path(__file__).with_name("test_gemm_strides_gpu.py"))
-gemm_gpu = _load("gemm_gpu_helpers", Path(__file__).with_name("test_gemm_gpu.py"))
-epilogue_gpu = _load("epilogue_gpu_helpers", Path(__file__).with_name("test_epilogue_gpu.py"))
+# copies of a module (the ladder's test, as the epilogue test loads it), and the epilogue's judge (the epilogue test,
+# which loads the benchmark's).
+strides = epilogue_gpu._load("strides_gpu_helpers", Path(__file__).with_name("test_gemm_strides_gpu.py"))
+gemm_gpu = epilogue_gpu.gemm_gpu
 
 #: (A/B dtype, D dtype, A major, B major): both dtypes, both majors of each operand, 16-bit and float32 D.
 COMBOS = [(torch.float16, torch.float16, "k", "n"), (torch.bfloat16, torch.float32, "m", "k")]
