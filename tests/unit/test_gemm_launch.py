@@ -201,6 +201,26 @@ def test_a_launch_checks_and_compiles_once_for_tvm_ffi_then_passes_the_addresses
     assert calls[-1] == (a.data_ptr(), b.data_ptr(), c.data_ptr(), 64, 32, 16, 24, 32, 32, 0x5EED)
 
 
+def test_a_call_key_tells_shapes_apart_however_their_extents_run_on_and_an_unhashable_one_finds_nothing():
+    from cutecourse.kernels.gemm.plans import Plans
+
+    def key(a, b, d, epilogue=None):
+        return launcher.call_key("config", a, b, d, epilogue, 1.0, 0.0, None, None, None)
+
+    d = torch.empty(2, 5)
+    flat = key(torch.empty(2, 3), torch.empty(3, 5), d)
+    assert flat != key(torch.empty(2, 3, 3), torch.empty(5), d)  # the same extents, in other shapes
+    assert flat != key(torch.empty(3, 2).t(), torch.empty(3, 5), d)  # the same shapes, other strides
+    assert key(torch.empty(2, 3), torch.empty(3, 5), d) == flat and hash(flat) == hash(key(
+        torch.empty(2, 3), torch.empty(3, 5), d))
+    assert launcher.call_key("config", torch.empty(2, 3), torch.empty(3, 5), d, None, True, 0.0, None, None,
+                             None) is None  # alpha=True: the checks say what is wrong
+    plans = Plans()
+    unhashable = key(torch.empty(2, 3), torch.empty(3, 5), d, epilogue=["gelu"])
+    plans.put(unhashable, "plan")
+    assert plans.get(unhashable) is None and len(plans) == 0
+
+
 def test_the_plan_caches_are_bounded_and_forget_everything_when_full():
     from cutecourse import dispatch
     from cutecourse.kernels.gemm import gemm05_swizzle

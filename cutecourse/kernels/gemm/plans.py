@@ -22,12 +22,18 @@ class Plans:
         self.entries: dict[Any, Any] = {}
 
     def get(self, key: Any) -> Any:
-        return self.entries.get(key)
+        try:
+            return self.entries.get(key)
+        except TypeError:  # a key that does not hash: nothing was remembered for it, and the checks say what is wrong
+            return None
 
     def put(self, key: Any, plan: Any) -> None:
         if len(self.entries) >= self.limit:
             self.entries.clear()
-        self.entries[key] = plan
+        try:
+            self.entries[key] = plan
+        except TypeError:  # a key that does not hash is not remembered: the next call is checked again
+            pass
 
     def clear(self) -> None:
         self.entries.clear()
