@@ -42,11 +42,20 @@ def testcases(path: Path) -> list[ET.Element]:
 _ANSI = re.compile(r"(?:\x1b|#x1B)\[[0-9;]*m")  # colour codes, raw or as junit escapes them
 
 
+#: The first line of every failed cell's message under nbval; the line after it says what failed (a cell that ran
+#: past its time limit: "Cell 12: Timeout of 20 seconds exceeded executing cell").
+NBVAL_FAILED = "Notebook cell execution failed"
+
+
 def outcome(case: ET.Element) -> tuple[str, str]:
-    """(status, the first line of its message) of a JUnit test case, without terminal colours."""
+    """(status, the first line of its message) of a JUnit test case, without terminal colours; for a notebook cell
+    nbval failed, with the line that says why."""
     for tag, status in (("failure", FAILED), ("error", FAILED), ("skipped", NOT_RUN)):
         node = case.find(tag)
         if node is not None:
-            text = _ANSI.sub("", (node.get("message") or node.text or "")).strip()
-            return status, text.splitlines()[0][:500] if text else tag
+            lines = [line for line in _ANSI.sub("", (node.get("message") or node.text or "")).splitlines()
+                     if line.strip()]
+            if len(lines) > 1 and lines[0].strip() == NBVAL_FAILED:
+                return status, f"{NBVAL_FAILED}: {lines[1].strip()}"[:500]
+            return status, lines[0].strip()[:500] if lines else tag
     return PASSED, ""

@@ -168,3 +168,19 @@ def test_the_lesson_comes_from_the_file_name_or_the_command_line_never_the_noteb
     rejected = grader.grade(renamed, demo_course, timeout=TIMEOUT)
     assert rejected.score == 0 and "names no lesson of this course" in rejected.tests[0].output
     assert grader.grade(renamed, demo_course, timeout=TIMEOUT, lesson="00_demo", hidden=False).score == 1
+
+
+def test_a_notebook_cell_nbval_failed_is_reported_with_why():
+    """nbval's message starts with the same line for every failed cell; the report keeps the line that says why (a
+    timeout, here as pytest's JUnit XML writes it, colours escaped)."""
+    import xml.etree.ElementTree as ET
+
+    from cutecourse.grading import pytest_run, results
+
+    case = ET.fromstring(
+        '<testcase name="Cell 12"><failure message="#x1B[91mNotebook cell execution failed#x1B[0m&#10;#x1B[94mCell 12: '
+        'Timeout of 20 seconds exceeded executing cell&#10;&#10;Input:&#10;#x1B[0mring_schedule(...)"/></testcase>')
+    assert pytest_run.outcome(case) == (results.FAILED, "Notebook cell execution failed: Cell 12: Timeout of 20 "
+                                                        "seconds exceeded executing cell")
+    other = ET.fromstring('<testcase name="t"><failure message="AssertionError: 2 != 3&#10;more"/></testcase>')
+    assert pytest_run.outcome(other) == (results.FAILED, "AssertionError: 2 != 3")

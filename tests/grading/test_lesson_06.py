@@ -277,7 +277,10 @@ def test_an_answer_that_hangs_scores_zero_at_the_timeout_and_the_rest_is_graded(
         reports.summary(report)
     output = outputs(report)
     assert "timed out" in output[f"hidden test_{CPU_HIDDEN['6.2']}"], output[f"hidden test_{CPU_HIDDEN['6.2']}"]
-    assert "ran out of time" in output["check ring_schedule"], output["check ring_schedule"]
+    # The notebook's cell hit its limit: nbval interrupted it (its own words), or stopped the kernel, or the grade's
+    # deadline came first (the grader's words); which one depends on the machine's load.
+    assert re.search(r"ran out of time|Timeout of 20 seconds exceeded", output["check ring_schedule"]), \
+        output["check ring_schedule"]
     assert time.monotonic() - start < 240
 
 
