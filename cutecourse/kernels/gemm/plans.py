@@ -32,8 +32,8 @@ class Plans:
             self.entries.clear()
         try:
             self.entries[key] = plan
-        except TypeError:  # a key that does not hash is not remembered: the next call is checked again
-            pass
+        except TypeError:  # a key that does not hash (cutecourse.gemm's, before step 2's unfused epilogue is
+            pass  # checked) is not remembered: the next call is checked again
 
     def clear(self) -> None:
         self.entries.clear()
