@@ -2,7 +2,6 @@
 majors, outputs poisoned) the dispatched result matches float64 torch and the step that ran is the one `explain`
 names; the SM80 path's choice runs right on a Hopper GPU too; fused epilogues and fp8 go through the dispatcher."""
 
-import functools
 import importlib
 import math
 import random
@@ -28,18 +27,17 @@ def no_tuned_picks(tmp_path, monkeypatch):
 
 @pytest.fixture
 def ran(monkeypatch):
-    """The steps' launchers, wrapped to record which one each call reached."""
+    """The steps' launchers, each with its `launch` (the call every path reaches: the launcher's own, the
+    dispatcher's cached one, step 2's product under an unfused epilogue) wrapped to record which step ran."""
     calls = []
     for step in ("gemm02_smem", "gemm05_swizzle", "gemm10_multicast", "gemm11_pingpong"):
-        module = importlib.import_module(f"cutecourse.kernels.gemm.{step}")
-        launcher = module.gemm
+        launcher = importlib.import_module(f"cutecourse.kernels.gemm.{step}").gemm
 
-        @functools.wraps(launcher)  # keeps its attributes (min_cc, vector, ...), which explain reads
-        def spy(*args, _step=step, _launcher=launcher, **kwargs):
+        def spy(*args, _step=step, _launch=launcher.launch, **kwargs):
             calls.append(_step)
-            return _launcher(*args, **kwargs)
+            return _launch(*args, **kwargs)
 
-        monkeypatch.setattr(module, "gemm", spy)
+        monkeypatch.setattr(launcher, "launch", spy)
     return calls
 
 

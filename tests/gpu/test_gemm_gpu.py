@@ -6,9 +6,14 @@ costs the host is a benchmark (benchmarks/host_costs.py launch), not a test."""
 
 import importlib
 import importlib.util
+import json
 import math
+import os
+import pathlib
 import random
+import subprocess
 import sys
+import threading
 import zlib
 
 import pytest
@@ -202,11 +207,31 @@ BROKEN = {
 BROKEN_CASES = [(256, 256, 256), (4096, 512, 1024), (200, 136, 72), (700, 1000, 64), (4096, 4096, 128)]
 
 
+#: A broken kernel that deadlocks (a wrong mbarrier parity can) is stopped this many seconds after it was compiled;
+#: exit status HUNG says so. It runs in a process of its own, as the grader runs a learner's: a hung kernel cannot be
+#: stopped in the process that launched it.
+DEADLINE, HUNG = 60, 3
+
+
 @pytest.mark.parametrize("step, what", [(s, w) for s, vs in BROKEN.items() for w in vs])
 def test_a_broken_kernel_fails_the_check(step, what, tmp_path):
     runnable(step)
-    broken = variant(step, BROKEN[step][what], tmp_path)
-    assert failures(broken.gemm, COMBOS[0], BROKEN_CASES), f"{step} with {what} passed the check: it cannot fail"
+    child = subprocess.run([sys.executable, __file__, step, what, str(tmp_path)], capture_output=True, text=True,
+                           timeout=10 * DEADLINE)
+    if child.returncode == HUNG:
+        return  # it deadlocked: the check fails it at its deadline
+    assert child.returncode == 0, f"{step} with {what}: the check's process failed:\n{child.stderr[-3000:]}"
+    assert json.loads(child.stdout.splitlines()[-1]), f"{step} with {what} passed the check: it cannot fail"
+
+
+def check_broken(step, what, folder):
+    """The child's side: `step` broken by `what`, compiled, then checked on BROKEN_CASES under DEADLINE; prints
+    the list of wrong cases as JSON."""
+    broken = variant(step, BROKEN[step][what], folder)
+    broken.gemm.plan(*operands(*BROKEN_CASES[0], COMBOS[0]), broken.gemm.default)  # compiled before the clock starts
+    threading.Timer(DEADLINE, os._exit, (HUNG,)).start()
+    print(json.dumps(failures(broken.gemm, COMBOS[0], BROKEN_CASES)), flush=True)
+    os._exit(0)
 
 
 def test_every_idea_of_the_ladder_has_a_broken_kernel():
@@ -238,3 +263,7 @@ def test_a_cpu_operand_and_unsupported_strides_are_refused():
         gemm05_swizzle.gemm(a[:, :60], b[:60], c)  # a padded leading dimension, but K holds no whole vectors
     with pytest.raises(ValueError, match=r"a has shape \(64, 64\) and strides \(0, 1\): neither row- nor column"):
         gemm05_swizzle.gemm(a[:1].expand(64, 64), b, c)
+
+
+if __name__ == "__main__":  # test_a_broken_kernel_fails_the_check's child: step, what, a folder for the copy
+    check_broken(sys.argv[1], sys.argv[2], pathlib.Path(sys.argv[3]))
