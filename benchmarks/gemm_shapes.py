@@ -16,9 +16,9 @@ where quack imports. Then, on three shapes (`EXTRAS`), the fused epilogue GELU(x
 Every kernel is checked against float64 torch first, then the kernels of a shape are timed in
 `cutecourse.bench.settled_rounds` (settled, interleaved: the H200's clock follows its power draw), with the SM clock and
 board power while each ran. The CSV goes to benchmarks/results/ (one row per kernel and shape: its ratio to its baseline
-timed in the same rounds), the chart beside it; printed: the table, and per dtype the geomean and the worst ratio of
-``cutecourse.gemm`` (and quack) to torch.matmul. The goals (issue 34): geomean ≥ 1.00 in bf16 and fp16, no shape below
-0.90.
+timed in the same rounds; for `cutecourse.gemm`, the step and Config it ran), the chart beside it; printed: the table,
+what `cutecourse.gemm` ran on each shape, and per dtype the geomean and the worst ratio of ``cutecourse.gemm`` (and
+quack) to torch.matmul. The goals (issue 34): geomean ≥ 1.00 in bf16 and fp16, no shape below 0.90.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ EXTRAS = [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 28672, 4096)]
 OURS = "cutecourse.gemm"
 QUACK = "quack"
 FIELDS = ["date", "gpu", "dtype", "M", "N", "K", "epilogue", "kernel", "ms", "tflops", "baseline", "ratio", "sm_mhz",
-          "watts", "rounds"]
+          "watts", "rounds", "ran"]
 
 
 def dispatched(a: Any, b: Any, c: Any, config: Any, **epilogue: Any) -> Any:
@@ -53,6 +53,21 @@ def dispatched(a: Any, b: Any, c: Any, config: Any, **epilogue: Any) -> Any:
     import cutecourse
 
     return cutecourse.gemm(a, b, c, **epilogue)
+
+
+def ran(m: int, n: int, k: int, dtype: str, arch: int, sms: int) -> str:
+    """What `cutecourse.gemm` runs on this problem as the suite calls it (x (M, K) and W (N, K) row-major, y of x's
+    dtype) on an sm_`arch` GPU with `sms` SMs: the step and the fields its Config changes, as `explain` picks them
+    (asked with CPU tensors, so no GPU is needed), e.g. "gemm11_pingpong(cluster_m=1,cluster_n=2,splits=2)"."""
+    import torch
+
+    import cutecourse
+    from cutecourse.dispatch import changes
+
+    kind = getattr(torch, dtype)
+    choice = cutecourse.gemm.explain(torch.empty(m, k, dtype=kind), torch.empty(n, k, dtype=kind).t(),
+                                     torch.empty(m, n, dtype=kind), arch=arch, sms=sms)
+    return f"{choice.step}({changes(choice.step, choice.config) or 'default'})"
 
 
 def quack_gemm() -> Any:
@@ -72,7 +87,14 @@ def plain_rows(shapes: list[tuple[int, int, int]], dtypes: list[str], rounds: in
     quack = quack_gemm()
     if quack is not None:
         launches[QUACK] = (quack, None)
+    import torch
+
     rows = bench.profile(shapes, dtypes, launches, rounds=rounds, settle_ms=settle_ms)
+    major, minor = torch.cuda.get_device_capability()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    for r in rows:
+        if r["kernel"] == OURS:
+            r["ran"] = ran(r["M"], r["N"], r["K"], r["dtype"], 10 * major + minor, sms)
     return [dict(r, epilogue="none", baseline="torch.matmul") for r in rows]
 
 
@@ -190,6 +212,8 @@ def main() -> None:
         writer.writeheader()
         writer.writerows(rows)
     print(bench.table([r for r in rows if r["epilogue"] == "none"]))
+    print("\n".join(f"{r['dtype']} {r['M']}×{r['N']}×{r['K']}: cutecourse.gemm ran {r['ran']}" for r in rows
+                    if r.get("ran")))
     print("\n".join(geomeans(rows)))
     print(f"csv: {path}")
     try:

@@ -1,0 +1,35 @@
+"""benchmarks/gemm_shapes.py on a CPU: what it records as the step and Config `cutecourse.gemm` ran on each shape (the
+CSV's `ran` column) is what the dispatcher picks for the suite's call, asked with CPU tensors for the GPU's arch and SM
+count. Its kernels and timing need a GPU."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("cutlass")
+pytest.importorskip("torch")
+
+from cutecourse.kernels.gemm import winners  # noqa: E402
+
+from . import benchmarks  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def suite():
+    return benchmarks.load("gemm_shapes")
+
+
+def test_the_ran_column_names_the_tables_winner_on_hopper_and_step_5_elsewhere(suite):
+    for m, n, k in [(1024, 1024, 16384), (4096, 4096, 4096), (1, 4096, 14336)]:
+        entry = winners.lookup("sm_90", "bfloat16", m, n, k)
+        fields = ",".join(f"{key}={value}" for key, value in sorted(entry["config"].items()))
+        said = suite.ran(m, n, k, "bfloat16", 90, 132)
+        assert said.startswith(f"{entry['step']}("), (said, entry["step"])
+        changed = said[len(entry["step"]) + 1:-1]
+        assert changed == "default" or all(f"{field}," in f"{fields}," for field in changed.split(",")), (said, fields)
+    assert suite.ran(4096, 4096, 4096, "float16", 80, 108) == "gemm05_swizzle(default)"
+    assert "splits=" in suite.ran(1024, 1024, 16384, "bfloat16", 90, 132)  # the table's split-K winner
+
+
+def test_the_csv_has_the_ran_column(suite):
+    assert suite.FIELDS[-1] == "ran"
