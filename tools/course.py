@@ -5,7 +5,7 @@
     python tools/course.py lab        # set up (the `lab` extra), trust the notebooks, then open the course in
                                       # JupyterLab (extra arguments go to it)
     python tools/course.py test       # set up (`dev` too), then `cutecourse build --check`, the linter (ruff) and
-                                      # the CPU suite (pytest --nbval, a worker per core and one more, at most 4)
+                                      # the CPU suite (pytest --nbval, 2 workers)
 
 On Windows, where there is no `make`: ``py tools\\course.py lab``. ``setup --dry-run`` prints the commands without
 running them. Only the standard library is used: this runs before anything is installed.
@@ -216,11 +216,9 @@ def lab(extra: list[str]) -> int:
     return _run([venv_script("jupyter"), "lab", *LAB_OPTIONS, *root, *extra], dry_run=False)
 
 
-#: The suite on pytest-xdist workers, a test file to a worker: a notebook's cells run in order in one kernel, and a
-#: file's shared grades (module fixtures) are graded once. One worker more than the cores keeps them busy while a test
-#: waits (a grade's deadline, a learner process starting): on 2 cores, 2 workers took 1218 s, 3 took 1087 s and 4
-#: 1093 s with the cores then 97 % busy (2026-12-06). Past 4 each worker's grades cost memory and gain little.
-PARALLEL = ["-n", str(min(4, (os.cpu_count() or 1) + 1)), "--dist", "loadfile"]
+#: The suite on two workers (pytest-xdist), a test file to a worker: a notebook's cells run in order in one kernel,
+#: and a file's shared grades (module fixtures) are graded once. Half the suite runs on one core otherwise.
+PARALLEL = ["-n", "2", "--dist", "loadfile"]
 
 
 #: The linter's run (its rules are pyproject.toml's [tool.ruff]); the notebooks are nbval's, not its.
