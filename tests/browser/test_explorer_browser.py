@@ -130,12 +130,20 @@ def cell_count(page) -> int:
 
 def accept_dialogs(page, said: list[str]) -> None:
     """JupyterLab's own dialogs (a kernel that died and restarts, a kernel to pick) cover the notebook and take every
-    click (a CI run lost 120 s to one): accept each, and keep what it said for the failure message."""
+    click (a CI run lost 120 s to one): accept each, and keep what it said for the failure message. A kernel to pick
+    gets Python 3: on a loaded machine the dialog can come up with "No Kernel" selected, and accepting that runs
+    nothing (a full run lost 120 s to it)."""
     for _ in range(5):
         dialog = page.locator(".jp-Dialog")
         if not dialog.count():
             return
         said.append(" ".join(dialog.first.inner_text().split()))
+        choice = dialog.first.locator("select")
+        if choice.count():
+            labels = choice.first.locator("option").all_inner_texts()
+            python = [label.strip() for label in labels if label.strip().startswith("Python 3")]
+            if python:
+                choice.first.select_option(label=python[0])
         dialog.first.locator(".jp-Dialog-button.jp-mod-accept").click()
         page.wait_for_timeout(500)
 
