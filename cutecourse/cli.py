@@ -177,6 +177,7 @@ def _launches(specs: list[str]) -> dict[str, tuple]:
     """--kernels: step numbers, STEP:FIELD=VALUE,... variants and "dispatch" (cutecourse.gemm's pick); "torch" is
     the baseline, always timed."""
     from cutecourse import bench, dispatch
+    from cutecourse.kernels.gemm import GEMM_STEPS, VARIANTS
 
     launches = {}
     for spec in specs:
@@ -186,11 +187,11 @@ def _launches(specs: list[str]) -> dict[str, tuple]:
             launches["cutecourse.gemm"] = (lambda a, b, c, config: dispatch.gemm(a, b, c), None)
             continue
         number = spec.partition(":")[0]
-        if not number.isdigit():
-            raise SystemExit(f"--kernels {spec!r}: give torch, dispatch, a step (1-10) or STEP:FIELD=VALUE,... "
-                             "(e.g. 9:epi_n=64)")
-        launches.update(bench.kernels_to_time([], [spec]) if ":" in spec else bench.kernels_to_time([int(number)],
-                                                                                                      []))
+        if not number.isdigit() and number not in VARIANTS:
+            raise SystemExit(f"--kernels {spec!r}: give torch, dispatch, a step (1-{len(GEMM_STEPS)}), "
+                             f"{', '.join(VARIANTS)}, or STEP:FIELD=VALUE,... (e.g. 9:epi_n=64, gemv:warps=8)")
+        launches.update(bench.kernels_to_time([int(spec)], []) if spec.isdigit() else bench.kernels_to_time([],
+                                                                                                       [spec]))
     return launches
 
 
@@ -330,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     gemm.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
     gemm.add_argument("--kernels", nargs="+", default=["torch", "dispatch", "5", "9", "10"],
                       help="torch (the baseline, always timed), dispatch (cutecourse.gemm), step numbers and "
-                           "STEP:FIELD=VALUE,... variants (default: torch dispatch 5 9 10)")
+                           "STEP:FIELD=VALUE,... variants, gemv (the decode GEMV) (default: torch dispatch 5 9 10)")
     gemm.add_argument("--data", default="normal", choices=("normal", "integers", "zeros"),
                       help="what A and B hold: the power a GEMM draws, and so its clock, depends on it")
     gemm.add_argument("--rounds", type=int, default=5, help="interleaved rounds; the median is reported")

@@ -29,6 +29,11 @@ The rules, in order (lesson 8 explains each; `Choice.reasons` names the ones tha
    Every Config chosen, given or tuned is checked against the arch's limit (`hw.ARCH_LIMITS`).
 6. Where `cutecourse.tune` has stored a config for this GPU, driver, DSL version and problem, that config (and its
    step) is used instead: measured beats modelled.
+7. The decode GEMV (`cutecourse.kernels.gemm.gemv`): where nothing was measured for the problem's class, M is at
+   most `GEMV_ROWS` and b is K-major (``x @ W.t()`` with W as ``nn.Linear`` stores it), on any arch from sm_80. A
+   product of so few rows reads each weight once for a few FMAs: it runs at the memory's bandwidth, which warps
+   streaming W with 16-byte loads from every SM reach, and a Tensor Core tile of 64 rows would mostly compute
+   nothing. On sm_90 the winners table raced it with the Hopper steps (``("gemv", {})`` in its candidates).
 
 A K that is no multiple of the chosen step's k-tile needs no other step: every step zero-fills its last, partial
 k-tile, and the choice's reasons say so. ``explain`` needs no GPU: on CPU tensors give ``arch=`` (90, 80, ...)
@@ -43,13 +48,17 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from cutecourse import tune_cache
-from cutecourse.kernels.gemm import GEMM_STEPS, budget, winners
+from cutecourse.kernels.gemm import GEMM_STEPS, KERNELS, budget, winners
 from cutecourse.kernels.gemm.plans import Plans
 
 ANY_SHAPE = "gemm02_smem"
 SM80 = "gemm05_swizzle"
 COOPERATIVE = "gemm10_multicast"
 PINGPONG = "gemm11_pingpong"
+GEMV = "gemv"
+#: Rule 7: the most rows of a the model sends to the GEMV (M FMAs per weight read: at M = 4 still far below what the
+#: SMs' FMA units do at the memory's bandwidth).
+GEMV_ROWS = 4
 #: Split-K (rule 4): the most splits the model picks, and the fewest k-tiles it leaves a split.
 MAX_SPLITS = 8
 MIN_SPLIT_K_TILES = 4
@@ -91,7 +100,7 @@ def _arch(a: Any, arch: Any) -> int:
 
 
 def _step_of(config: Any) -> str:
-    for step in GEMM_STEPS:
+    for step in KERNELS:
         if type(config) is _module(step).Config:
             return step
     raise ValueError(f"config={config!r}: pass a GEMM step's Config, e.g. "
@@ -147,7 +156,7 @@ def explain(a: Any, b: Any, out: Any = None, *, epilogue: Any = None, config: An
         budget.check(step, config, ops.ab, ops.c, cc)
         return Choice(step, config, (*reasons, f"config is a {step}.Config: that step"))
     try:
-        operands.traits(a, b, out, step="every vector step", vector=True, fp8=fp8, out="out")
+        vectors = operands.traits(a, b, out, step="every vector step", vector=True, fp8=fp8, out="out")
     except ValueError as exc:
         if fp8:
             raise ValueError(f"{exc}; or use torch._scaled_mm") from None
@@ -161,11 +170,16 @@ def explain(a: Any, b: Any, out: Any = None, *, epilogue: Any = None, config: An
     tuned = _tuned(a, b, out, cc, ops)
     if tuned is not None:
         return tuned
+    hopper = "sm_90: the Hopper path (TMA, wgmma, warp specialization)"
+    measured = None if fp8 or cc != 90 else _measured(a, b, cc, ab, ops)
+    if measured is not None:
+        return Choice(measured[0], measured[1], (*reasons, hopper, measured[2], *_k_tail(a.shape[1], measured[1])))
+    if not fp8 and a.shape[0] <= GEMV_ROWS and vectors.b_major == "k":
+        config = _module(GEMV).Config()
+        return Choice(GEMV, config, (*reasons, f"M={a.shape[0]} ≤ {GEMV_ROWS} rows and b K-major: the decode GEMV, "
+                                     "which streams W with 16-byte loads from every SM (a Tensor Core tile would "
+                                     "compute mostly rows of nothing)"))
     if cc == 90:
-        hopper = "sm_90: the Hopper path (TMA, wgmma, warp specialization)"
-        measured = None if fp8 else _measured(a, b, cc, ab, ops)
-        if measured is not None:
-            return Choice(measured[0], measured[1], (*reasons, hopper, measured[2], *_k_tail(a.shape[1], measured[1])))
         cooperative = _module(COOPERATIVE).Config()  # its tile is what the rule counts; its sms, an H100's or H200's
         count = _sms(a, sms, cooperative.sms)
         tiles = math.ceil(a.shape[0] / cooperative.tile_m) * math.ceil(b.shape[1] / cooperative.tile_n)
@@ -260,7 +274,7 @@ def _split_k(m: int, n: int, k: int, config: Any, sms: int) -> tuple[Any, tuple[
 
 def _k_tail(k: int, config: Any) -> tuple[str, ...]:
     """The reason a K tail adds, if any: the step takes it as it is."""
-    if k % config.tile_k == 0:
+    if k % getattr(config, "tile_k", k) == 0:  # the GEMV has no k-tiles: its K is whole 16-byte vectors
         return ()
     return (f"K={k} = {k // config.tile_k} × {config.tile_k} + {k % config.tile_k}: the last k-tile is partial, and "
             "the step fills the rest of it with zeros",)

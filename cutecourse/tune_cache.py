@@ -17,7 +17,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from cutecourse.kernels.gemm import GEMM_STEPS
+from cutecourse.kernels.gemm import KERNELS
 
 
 def cache_file() -> Path:
@@ -76,7 +76,7 @@ def _load() -> dict[str, Any]:
 def lookup(a: Any, b: Any, out: Any) -> dict[str, Any] | None:
     """The stored pick for ``out = a @ b`` on a's GPU: {"step", "config" (its fields), "ms", "ratio"}, or None."""
     entry = _load().get(problem_key(gpu_identity(a.device), a, b, out))
-    if not isinstance(entry, dict) or entry.get("step") not in GEMM_STEPS:
+    if not isinstance(entry, dict) or entry.get("step") not in KERNELS:
         return None
     config_type = importlib.import_module(f"cutecourse.kernels.gemm.{entry['step']}").Config
     try:

@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from cutecourse.kernels.gemm import GEMM_STEPS
+from cutecourse.kernels.gemm import GEMM_STEPS, VARIANTS
 
 #: What the operands hold (`operands`): random-normal values (the benchmarks' default, at the power limit), small
 #: integers (-2 to 2: exact in every format, and fewer bits toggle), or zeros (the least power a GEMM can draw).
@@ -116,30 +116,37 @@ class Clocks:
 
 
 def kernels_to_time(steps: list[int], variants: list[str]) -> dict[str, tuple]:
-    """{name: (launcher, Config)} for the steps' default Configs and the `--variants` ("9:epi_n=64,stages=3")."""
+    """{name: (launcher, Config)} for the steps' default Configs and the `--variants` ("9:epi_n=64,stages=3"; a
+    kernel beside the ladder by its name, "gemv" or "gemv:warps=8")."""
     for number in steps:
         if not 1 <= number <= len(GEMM_STEPS):
             raise SystemExit(f"step {number}: the GEMM steps are 1-{len(GEMM_STEPS)}")
-    specs = [(number, "") for number in steps]
+    specs = [(GEMM_STEPS[number - 1], "") for number in steps]
     for spec in variants:
         number, _, fields = spec.partition(":")
-        if number not in {str(i) for i in range(1, len(GEMM_STEPS) + 1)} or not all(
-                f.count("=") == 1 for f in fields.split(",")):
-            raise SystemExit(f"--variants {spec!r}: write STEP:FIELD=VALUE,... with a step 1-{len(GEMM_STEPS)}, "
-                             "e.g. 9:epi_n=64,stages=3")
-        specs.append((int(number), fields))
+        steps_named = {str(i): step for i, step in enumerate(GEMM_STEPS, 1)} | {v: v for v in VARIANTS}
+        if number not in steps_named or not all(f.count("=") == 1 for f in fields.split(",") if fields):
+            raise SystemExit(f"--variants {spec!r}: write STEP:FIELD=VALUE,... with a step 1-{len(GEMM_STEPS)} or "
+                             f"{', '.join(VARIANTS)}, e.g. 9:epi_n=64,stages=3")
+        specs.append((steps_named[number], fields))
     launches = {}
-    for number, fields in specs:
-        module = importlib.import_module(f"cutecourse.kernels.gemm.{GEMM_STEPS[number - 1]}")
+    for step, fields in specs:
+        module = importlib.import_module(f"cutecourse.kernels.gemm.{step}")
         changes = dict(f.split("=") for f in fields.split(",")) if fields else {}
-        name = f"{GEMM_STEPS[number - 1]}({fields})" if fields else GEMM_STEPS[number - 1]
+        name = f"{step}({fields})" if fields else step
         try:
             config = module.Config(**{key: int(value) if value.isdigit() else value for key, value in changes.items()})
         except (TypeError, ValueError) as exc:  # a field the Config lacks, or a value it refuses
-            raise SystemExit(f"--variants {number}:{fields}: {exc}. {GEMM_STEPS[number - 1]}.Config's fields are "
+            raise SystemExit(f"--variants {spec_of(step, fields)}: {exc}. {step}.Config's fields are "
                              f"{', '.join(module.Config.__dataclass_fields__)}") from None
         launches[name] = (module.gemm, config)
     return launches
+
+
+def spec_of(step: str, fields: str) -> str:
+    """How `--variants` names `step` with `fields`: the step's number ("9:epi_n=64"), or a variant's name."""
+    number = str(GEMM_STEPS.index(step) + 1) if step in GEMM_STEPS else step
+    return f"{number}:{fields}" if fields else number
 
 
 def settled_rounds(kernels: dict[str, Callable[[int], object]], rounds: int, settle_ms: float, clocks: Any,

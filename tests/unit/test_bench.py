@@ -41,6 +41,9 @@ def test_the_kernel_specs_name_a_malformed_variant_and_the_form_they_want():
             bench.kernels_to_time([], [bad])
     assert list(bench.kernels_to_time([10], ["10:epi_n=64,stages=3"])) == [
         "gemm10_multicast", "gemm10_multicast(epi_n=64,stages=3)"]
+    assert list(bench.kernels_to_time([], ["gemv", "gemv:warps=8"])) == ["gemv", "gemv(warps=8)"]
+    with pytest.raises(SystemExit, match=r"--variants gemv:warps=64: .*warps must be 1 to 32"):
+        bench.kernels_to_time([], ["gemv:warps=64"])
 
 
 def test_the_summary_takes_medians_and_the_ratio_to_the_baseline_of_the_same_rounds():

@@ -15,6 +15,7 @@ module              what it holds
 ``epilogue``        the fused epilogue ``D = act(alpha · acc + beta · C + bias)`` (every step from 5 on)
 ``fp8``             per-tensor fp8 scaling around steps 10 and 11
 ``splitk``          split-K for step 11: the workspace of partial tiles, the in-order reduction, step 11's launcher
+``gemv``            beside the ladder: the decode GEMV, a few rows of x against K-major weights (no Tensor Cores)
 ``steps``           each step's diff against the one before (reads the sources as text)
 ==================  ==================================================================================================
 
@@ -26,3 +27,8 @@ heavy.
 #: `cutecourse.kernels.gemm.steps.diff(n)` shows step n against step n - 1).
 GEMM_STEPS = ("gemm01_naive", "gemm02_smem", "gemm03_mma", "gemm04_multistage", "gemm05_swizzle", "gemm06_tma",
               "gemm07_wgmma", "gemm08_warpspecialized", "gemm09_persistent", "gemm10_multicast", "gemm11_pingpong")
+#: Kernels beside the ladder that `cutecourse.gemm` may run, each a module like a step's (a ``Config``, the host and
+#: its launcher ``gemm``): the decode GEMV (`gemv`).
+VARIANTS = ("gemv",)
+#: Every kernel module `cutecourse.gemm`, its tables and the tuner's cache may name.
+KERNELS = GEMM_STEPS + VARIANTS

@@ -63,7 +63,7 @@ def smem_bytes(step: str, config: Any, ab: str, c: str) -> int:
     and C of dtype `c` (names, as `operands.Operands` holds them)."""
     a_bytes = _BYTES[ab]
     c_bytes = _BYTES[c]
-    if step == "gemm01_naive":
+    if step in ("gemm01_naive", "gemv"):
         return 0
     if step == "gemm02_smem":
         return (config.tile_m + config.tile_n) * config.tile_k * 4  # staged as fp32
