@@ -13,7 +13,8 @@ a few KiB: every warp of an SM reads it, from L1), and keeps ``rows_m × rows_pe
 adds its 32 lanes' sums with butterfly shuffles (``shfl.sync.bfly``), and lane 0 runs the fused epilogue on each
 output and stores it. The sums are in a fixed order: the result is the same on every run.
 
-Config: ``warps`` per CTA; ``rows_per_warp`` rows of W each warp takes (x's loads are shared by them);
+Config: ``warps`` per CTA; ``rows_per_warp`` rows of W each warp takes (x's loads are shared by them; one, the
+default, ran fastest on an H100: benchmarks/RESULTS.md);
 ``rows_m``: the rows of x the kernel is compiled for, 1, 2, 4 or 8 (0: M rounded up to one of those at the call;
 rows beyond M are computed on x's last row and not stored). B must be K-major (W as ``nn.Linear`` stores it, ``b =
 W.t()``); its rows 16-byte aligned, as every vector step needs.
@@ -40,8 +41,8 @@ ROWS_M = (1, 2, 4, 8)
 
 @dataclass(frozen=True)
 class Config:
-    warps: int = 4  # warps per CTA
-    rows_per_warp: int = 2  # rows of W (outputs along N) each warp computes
+    warps: int = 8  # warps per CTA
+    rows_per_warp: int = 1  # rows of W (outputs along N) each warp computes
     rows_m: int = 0  # rows of x compiled for: 1, 2, 4 or 8; 0: M rounded up to one of them at the call
 
     def __post_init__(self) -> None:

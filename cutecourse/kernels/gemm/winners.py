@@ -32,6 +32,7 @@ CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("gemm11_pingpong", {"tile_m": 64, "tile_n": 128, "cluster_m": 1, "cluster_n": 2}),
     ("gemm11_pingpong", {"tile_m": 64, "tile_n": 128, "cluster_m": 1, "cluster_n": 1}),
     ("gemm11_pingpong", {"tile_m": 64, "tile_n": 64, "cluster_m": 1, "cluster_n": 2}),
+    ("gemm11_pingpong", {"tile_m": 64, "cluster_m": 2, "cluster_n": 1}),  # two row tiles share each B tile
     # split-K (`cutecourse.kernels.gemm.splitk`): a long K over few tiles
     ("gemm11_pingpong", {"splits": 2, "cluster_m": 1, "cluster_n": 2}),
     ("gemm11_pingpong", {"tile_m": 64, "splits": 4, "cluster_m": 1, "cluster_n": 2}),
