@@ -141,6 +141,24 @@ def run_case(module, m, n, k, v, rng):
     return f"alpha={alpha} beta={beta}: " + "; ".join(problems) if problems else None
 
 
+def fused_problems(gemm, a, b, d, buffer, epi, bias_dtype=None):
+    """``gemm(a, b, d, epilogue=epi, alpha=0.5, beta=-1.5, c=C, bias=..., aux=...)`` with random C and bias (of
+    `bias_dtype`, by default D's) and a NaN-poisoned aux; what is wrong with D or aux against float64 torch, or a
+    write outside D in its padded `buffer` (NaN)."""
+    m, n = d.shape
+    c = torch.randn(m, n, device="cuda").to(d.dtype)
+    bias = torch.randn(n if epi.bias == "n" else m, device="cuda").to(bias_dtype or d.dtype)
+    aux = torch.full((m, n), float("nan"), device="cuda", dtype=d.dtype)
+    gemm(a, b, d, epilogue=epi, alpha=0.5, beta=-1.5, c=c, bias=bias, aux=aux)
+    torch.cuda.synchronize()
+    d_ref, x_ref = reference(a.double() @ b.double(), epi, 0.5, -1.5, c, bias)
+    problems = [f"d: {p}" for p in [within_epilogue_bounds(d, d_ref, x_ref, epi.activation)] if p]
+    problems += [f"aux: {p}" for p in [within_epilogue_bounds(aux, x_ref, x_ref)] if p]
+    if int((~buffer.isnan()).sum()) != d.numel():
+        problems.append("a write outside D")
+    return problems
+
+
 @pytest.mark.parametrize("step, variant", CASES, ids=[f"{s}-{variant_id(v)}" for s, v in CASES])
 def test_the_epilogue_matches_float64_torch_on_random_shapes(step, variant):
     module = gemm_gpu.runnable(step)

@@ -74,16 +74,7 @@ def test_the_fused_epilogue(gemv, bias):
     wrong = []
     for m, n, k, pads in gemv_shapes(9, 5, combo):
         a, b, d, buffer = strides.operands(m, n, k, combo, pads)
-        c = torch.randn(m, n, device="cuda").to(torch.bfloat16)
-        vector = torch.randn(n if bias == "n" else m, device="cuda")
-        aux = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-        gemv.gemm(a, b, d, epilogue=epi, alpha=0.5, beta=-1.5, c=c, bias=vector, aux=aux)
-        torch.cuda.synchronize()
-        d_ref, x_ref = epilogue.reference(a.double() @ b.double(), epi, 0.5, -1.5, c, vector)
-        problems = [f"d: {p}" for p in [epilogue_gpu.within_epilogue_bounds(d, d_ref, x_ref, epi.activation)] if p]
-        problems += [f"aux: {p}" for p in [epilogue_gpu.within_epilogue_bounds(aux, x_ref, x_ref)] if p]
-        if int((~buffer.isnan()).sum()) != d.numel():
-            problems.append("a write outside D")
+        problems = epilogue_gpu.fused_problems(gemv.gemm, a, b, d, buffer, epi, torch.float32)
         if problems:
             wrong.append(f"{(m, n, k)} pads {pads}: " + "; ".join(problems))
     assert not wrong, "\n".join(wrong)
