@@ -121,32 +121,26 @@ def kernels_to_time(steps: list[int], variants: list[str]) -> dict[str, tuple]:
     for number in steps:
         if not 1 <= number <= len(GEMM_STEPS):
             raise SystemExit(f"step {number}: the GEMM steps are 1-{len(GEMM_STEPS)}")
-    specs = [(GEMM_STEPS[number - 1], "") for number in steps]
+    named = {str(i): step for i, step in enumerate(GEMM_STEPS, 1)} | {v: v for v in VARIANTS}
+    specs = [(GEMM_STEPS[number - 1], "", str(number)) for number in steps]
     for spec in variants:
         number, _, fields = spec.partition(":")
-        steps_named = {str(i): step for i, step in enumerate(GEMM_STEPS, 1)} | {v: v for v in VARIANTS}
-        if number not in steps_named or not all(f.count("=") == 1 for f in fields.split(",") if fields):
+        if number not in named or not all(f.count("=") == 1 for f in fields.split(",") if fields):
             raise SystemExit(f"--variants {spec!r}: write STEP:FIELD=VALUE,... with a step 1-{len(GEMM_STEPS)} or "
                              f"{', '.join(VARIANTS)}, e.g. 9:epi_n=64,stages=3")
-        specs.append((steps_named[number], fields))
+        specs.append((named[number], fields, spec))
     launches = {}
-    for step, fields in specs:
+    for step, fields, spec in specs:
         module = importlib.import_module(f"cutecourse.kernels.gemm.{step}")
         changes = dict(f.split("=") for f in fields.split(",")) if fields else {}
         name = f"{step}({fields})" if fields else step
         try:
             config = module.Config(**{key: int(value) if value.isdigit() else value for key, value in changes.items()})
         except (TypeError, ValueError) as exc:  # a field the Config lacks, or a value it refuses
-            raise SystemExit(f"--variants {spec_of(step, fields)}: {exc}. {step}.Config's fields are "
+            raise SystemExit(f"--variants {spec}: {exc}. {step}.Config's fields are "
                              f"{', '.join(module.Config.__dataclass_fields__)}") from None
         launches[name] = (module.gemm, config)
     return launches
-
-
-def spec_of(step: str, fields: str) -> str:
-    """How `--variants` names `step` with `fields`: the step's number ("9:epi_n=64"), or a variant's name."""
-    number = str(GEMM_STEPS.index(step) + 1) if step in GEMM_STEPS else step
-    return f"{number}:{fields}" if fields else number
 
 
 def settled_rounds(kernels: dict[str, Callable[[int], object]], rounds: int, settle_ms: float, clocks: Any,

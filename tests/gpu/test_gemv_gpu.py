@@ -37,13 +37,15 @@ def gemv():
 
 def gemv_shapes(seed, count, combo):
     """`count` random (M, N, K, pads): M 1 to 8 (8 for an M-major x: its contiguous extent holds whole vectors), N and
-    K whole 16-byte vectors, K up to 20000 (a lane walks K / 256 vectors) and no multiple of 256, N no multiple of a
-    CTA's 8 rows past the first cases; the first: the least, one row of the suite's weights, a ragged one."""
+    K whole 16-byte vectors of D and of the operands, K up to 20000 (a lane walks K / 256 vectors) and no multiple of
+    256. A float32 D's N may end inside a CTA's 8 rows (whole vectors of 4); the first cases: the least (a partial CTA
+    for a float32 D), one row of the suite's weights, a ragged one."""
     rng = random.Random(seed)
     m_of = (lambda: 8) if combo[2] == "m" else (lambda: rng.randint(1, 8))
-    cases = [(m_of(), 8, 8, (8, 8, 8)), (m_of(), 6144, 4096, (0, 0, 0)), (m_of(), 1016, 4104, (16, 64, 8))]
+    unit = 16 // torch.empty(0, dtype=combo[1]).element_size()  # D's 16-byte vector
+    cases = [(m_of(), 3 * unit, 8, (8, 8, 8)), (m_of(), 6144, 4096, (0, 0, 0)), (m_of(), 1016, 4104, (16, 64, 8))]
     while len(cases) < count:
-        n = 8 * rng.randint(1, 600) + 8
+        n = unit * rng.randint(1, 4800 // unit) + unit
         k = 8 * int(math.exp(rng.uniform(0, math.log(2500))))
         if k % 256 == 0:
             k += 8
@@ -117,6 +119,7 @@ BROKEN = {
                                                      "cute.arch.warp_reduction_sum(acc[i, r], threads_in_group=16)")],
     "the warps' rows overlap": [("first_n = (bidx * warps + tidx // WARP) * rows_per_warp",
                                  "first_n = bidx * warps + tidx // WARP")],
+    "rows past N are stored": [("if first_n + r < n:", "if first_n + r < n + WARP:")],
 }
 
 

@@ -66,8 +66,17 @@ def test_the_rows_compiled_for_follow_m_and_more_are_refused():
 
 
 def test_an_n_major_b_is_refused_naming_the_k_major_one():
-    with pytest.raises(ValueError, match=r"gemv reads b K-major, b = W.t\(\).*b = b.t\(\).contiguous\(\).t\(\)"):
-        gemv.gemm(*operands(1, 64, 64, b_major="n"))
+    """Refused as the operand checks found its major: also a b of one row (K = 1), which could be either, and which
+    they take N-major when N holds whole vectors and K does not."""
+    for m, k in ((1, 64), (8, 1)):
+        a, b, c = operands(m, 64, k, b_major="n")
+        if k == 1:
+            a = torch.empty(k, m, dtype=a.dtype).t()  # M-major: K = 1 holds no whole vector
+        with pytest.raises(ValueError, match=r"gemv reads b K-major, b = W.t\(\).*b = b.t\(\).contiguous\(\).t\(\)"):
+            compile_ptx(gemv.Config(), a, b, c, "sm_90a")
+    with pytest.raises(ValueError, match=r"rows_m is set from M at the call"):
+        ops = traits(*operands(1, 64, 64), step="gemv", vector=True)
+        launcher.compile_for(gemv.host, gemv.Config(), ops, *operands(1, 64, 64), make_fake_stream())
 
 
 @pytest.fixture
