@@ -33,8 +33,8 @@ The rules, in order (lesson 8 explains each; `Choice.reasons` names the ones tha
    most `GEMV_ROWS` and b is K-major (``x @ W.t()`` with W as ``nn.Linear`` stores it), on any arch from sm_80. A
    product of so few rows reads each weight once for a few FMAs: it runs at the memory's bandwidth, which warps
    streaming W with 16-byte loads from every SM reach, and a Tensor Core tile of 64 rows would mostly compute
-   nothing. The winners race includes it (``("gemv", {})`` in `winners.CANDIDATES`); the shipped table was raced
-   before it was written, so on sm_90 its M = 1 classes still name step 11 (benchmarks/RESULTS.md).
+   nothing. The winners race includes it (``("gemv", {})`` in `winners.CANDIDATES`), and on sm_90 the shipped
+   table names it for every M = 1 class it measured (benchmarks/RESULTS.md).
 
 A K that is no multiple of the chosen step's k-tile needs no other step: every step zero-fills its last, partial
 k-tile, and the choice's reasons say so. ``explain`` needs no GPU: on CPU tensors give ``arch=`` (90, 80, ...)
