@@ -128,8 +128,8 @@ def _flood(folder, budget=3 << 30):
                 for _ in range(16):
                     f.write(block)
                     written += len(block)
-        except (OSError, ValueError):
-            if n > 2:
+        except (OSError, ValueError):  # a full tmpfs, or a file at the size limit: the next file
+            if n > 15:
                 break
         n += 1
     return written
@@ -144,9 +144,10 @@ def test_scratch_floods_are_bounded_and_gain_nothing(grade_watched):
     limits = isolation.Limits(memory_mb=4096, scratch_mb=32)
     report, elapsed, peak = grade_watched("disk_flood", {"0.1": FLOOD_DISK}, timeout=20, limits=limits)
     assert report.exercises()["0.1"][0] == 0, reports.summary(report)
-    # The host folders held at most the limit, plus what one learner writes in one look of the watchdog (one file,
-    # capped at the scratch limit by RLIMIT_FSIZE, per writing process).
-    assert peak < 4 * 32 * MB, f"the submission's host folders reached {peak / MB:.0f} MiB"
+    # Unwatched, the flood fills 16 files of 32 MiB (RLIMIT_FSIZE's cap) in each host folder it finds, 1 GiB in all.
+    # Between two looks of the watchdog (0.2 s, later on a loaded machine) it writes at page-cache speed: 34-110 MiB
+    # were seen at the peak, 154 MiB under a full test run.
+    assert peak < 8 * 32 * MB, f"the submission's host folders reached {peak / MB:.0f} MiB"
     assert elapsed < 20 * 4 + 5
 
 
