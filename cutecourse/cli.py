@@ -273,6 +273,7 @@ def version() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     from cutecourse.grading import reports  # plain data and the standard library: the flags' choices
+    from cutecourse.kernels.gemm import GEMM_STEPS  # a tuple: the package imports nothing heavy
 
     parser = argparse.ArgumentParser(prog="cutecourse", description="Tools for the cutecourse CuTe DSL course.")
     parser.add_argument("--version", action="version", version=version())
@@ -346,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     ladder_commands = ladder.add_subparsers(dest="steps_command", required=True, metavar="STEPS_COMMAND")
     ladder_commands.add_parser("list", help="every step and the idea it adds")
     steps_diff = ladder_commands.add_parser("diff", help="step N against step N - 1, with the share of code it keeps")
-    steps_diff.add_argument("n", type=int, metavar="N", help="the step, 2 to 10")
+    steps_diff.add_argument("n", type=int, metavar="N", help=f"the step, 2 to {len(GEMM_STEPS)}")
     steps_diff.add_argument("--context", type=int, default=3, help="unchanged lines around each change (default 3)")
     steps_diff.add_argument("--html", metavar="FILE", help="write a side-by-side HTML view to FILE instead")
     ladder.set_defaults(run=_steps)
