@@ -127,7 +127,10 @@ def test_the_pipeline_explorer_redraws_for_the_stages_and_is_whole(sync_api, lab
             page.keyboard.press("ArrowRight")
             page.wait_for_function(f"document.querySelector('{EXPLORER} .cc-readout').innerText.includes("
                                    f"'not measured at 5 stages')", timeout=60_000)
-            assert page.evaluate(DRAWN, PICTURE) == drawn(5)
+            # The readout and the timeline are two outputs, redrawn one after the other: wait for the timeline too (a
+            # loaded machine showed the readout at 5 stages and the timeline still at 4).
+            want = json.dumps(json.dumps(drawn(5), separators=(",", ":")))
+            page.wait_for_function(f"JSON.stringify(({DRAWN})({PICTURE!r})) === {want}", timeout=60_000)
         except Exception as e:
             shot = shots / "pipeline_explorer_failure.png"
             page.screenshot(path=str(shot), full_page=True)
