@@ -160,6 +160,18 @@ def test_the_reduction_adds_each_further_slice_once_per_value_and_nothing_is_ato
     assert not any(op.startswith(("atom", "red.")) for op in ptx.census(split_gemm["split"][1]))
 
 
+def test_the_reduction_launches_while_the_split_gemm_runs_and_waits_before_it_reads_a_partial(split_gemm):
+    """Programmatic dependent launch: the split GEMM signals its dependents (the reduction) at its start, the unsplit
+    step does not; the reduction waits for the GEMM's end before its first global load. (That the launch is early
+    and the wait needed is the GPU test's broken reduction, which leaves the wait out and reads stale partials.)"""
+    split, default = split_gemm["split"][1], split_gemm["default"][1]
+    assert ptx.count(split, "griddepcontrol.launch_dependents") == 1
+    assert "griddepcontrol" not in default
+    code = reduction_ptx(torch.bfloat16, epilogue.PLAIN, 3)[1]
+    assert ptx.count(code, "griddepcontrol.wait") == 1 and "launch_dependents" not in code
+    assert code.index("griddepcontrol.wait") < code.index("ld.global")
+
+
 def test_the_split_plan_calls_both_kernels_tvm_ffi_functions_with_the_base_calls_arguments(monkeypatch):
     """On CPU tensors (the GPU's checks stubbed): a split Config's plan compiles the GEMM into the workspace and the
     reduction, and its function is `run` on them, taking what the base launcher calls a fused step with."""

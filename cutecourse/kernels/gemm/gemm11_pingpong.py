@@ -23,8 +23,9 @@ per-tensor scales folded into alpha (`cutecourse.kernels.gemm.fp8`).
 
 Split-K (``Config(splits=S)``, `cutecourse.kernels.gemm.splitk`), for problems with fewer tiles than SMs and a long K:
 the persistent scheduler's work units become (tile, split) pairs, each storing its float32 partial tile into slice s
-of a workspace, and a second kernel sums the slices in order and applies the fused epilogue. ``splits=1`` traces
-none of it: the kernel is the one described above.
+of a workspace, and a second kernel sums the slices in order and applies the fused epilogue; the GEMM lets that
+kernel launch while it runs (``griddepcontrol.launch_dependents``). ``splits=1`` traces none of it: the kernel is the
+one described above.
 
     gemm(a, b, c)   # c = a @ b; a (M, K), b (K, N) float16/bfloat16 (or fp8); c (M, N) float32/float16/bfloat16
     gemm(a, b, d, epilogue=Epilogue("gelu_tanh", bias="n"), bias=bias)   # d = GELU(a @ b + bias), one kernel
@@ -118,6 +119,8 @@ def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAto
     tidx, _, _ = cute.arch.thread_idx()
     warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
     warpgroup_idx = warp_idx // WARPGROUP_WARPS
+    if cutlass.const_expr(splits > 1):  # the reduction may launch now; it waits for this grid's end to read
+        cute.arch.griddepcontrol_launch_dependents()
     if warp_idx == 0:
         cpasync.prefetch_descriptor(tma_atom_a)
         cpasync.prefetch_descriptor(tma_atom_b)

@@ -15,6 +15,13 @@ computes ``D = act(alpha · Σ_s W[s] + beta · C + bias)`` with the steps' epil
 the workspace's traffic, S · M · N · 4 bytes written and read once: small next to A and B when K is long, which is
 when the dispatcher splits.
 
+**The second launch overlaps the first.** A kernel behind another on a stream starts only once the first has ended,
+and the GPU then takes microseconds to launch it: at 16 × 4096 × 14336 the whole split GEMM takes about 50 µs. Hopper
+can launch the reduction while the GEMM still runs (programmatic dependent launch): the GEMM's CTAs signal
+``griddepcontrol.launch_dependents`` as they start, the reduction is launched with ``use_pdl=True``, its CTAs take
+the SMs the GEMM leaves free, compute their partitions and wait in ``griddepcontrol.wait`` until the GEMM has ended
+and its partials are visible. Without that wait it would read the workspace before the partials are in it.
+
 **Deterministic.** Each partial is one CTA's wgmma over its k-tiles in order, and the reduction adds s = 0, 1, ...,
 S - 1 in that order in float32, whichever CTA finished first: the same inputs give bitwise the same D on every run
 (an in-kernel reduction that adds in arrival order, or float atomics, does not).
@@ -85,6 +92,9 @@ def _kernel(mW: cute.Tensor, mD: cute.Tensor, mSrc: cute.Tensor, mBias: cute.Ten
     tDcD = thr_load.partition_S(cute.zipped_divide(cute.make_identity_tensor(mD.shape), tiler)[tile])
     pred = per_vector(tDcD, mD.shape, VECTOR)  # N is a multiple of 4: a vector is wholly inside or outside
 
+    # Launched early (programmatic dependent launch): wait here until the split GEMM has finished and its partials
+    # are visible. Everything above, the partitions and predicates, overlapped the GEMM's last tiles.
+    cute.arch.griddepcontrol_wait()
     # Σ_s W[s], s = 0, 1, ..., S - 1 in this order: the result does not depend on which partial was stored first.
     tWgW = thr_load.partition_S(cute.zipped_divide(mW[(None, None, 0)], tiler)[tile])
     acc = cute.make_fragment_like(tWgW)
@@ -121,7 +131,7 @@ def host(pW: cute.Pointer, pD: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32,
     tiler, tv_layout = cute.make_layout_tv(thr_layout, val_layout)
     tiles = cute.size(cute.zipped_divide(mD, tiler), mode=[1])
     _kernel(mW, mD, mSrc, mBias, mAux, alpha, beta, tiler, thr_layout, val_layout, fused).launch(
-        grid=(tiles, 1, 1), block=(cute.size(tv_layout, mode=[0]), 1, 1), stream=stream)
+        grid=(tiles, 1, 1), block=(cute.size(tv_layout, mode=[0]), 1, 1), stream=stream, use_pdl=True)
 
 
 def compile_reduction(ops: Operands, splits: int, fused: epilogue.Fused, d: Any, stream: Any, options: str = "",
