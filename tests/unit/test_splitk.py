@@ -5,6 +5,8 @@ sums, one per split and row of a thread), the shared memory the budget counts, a
 kernels' TVM FFI functions behind the base launcher's call). tests/gpu/test_splitk_gpu.py runs them."""
 
 import inspect
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -197,3 +199,18 @@ def test_the_split_plan_calls_both_kernels_tvm_ffi_functions_with_the_base_calls
     assert "host(pW: DataPointer, pD: DataPointer, m: int32, n: int32, ldd: int32, stream: Stream" in signatures[1]
     again = gemm.plan(a, b, d, Config(splits=3), epilogue.Epilogue("silu"))  # another epilogue: the same split GEMM
     assert len(gemm.partials) == 1 and again.fn.args[0].reduce is not kernels.reduce
+
+
+def test_the_launch_benchmarks_serial_copy_is_the_reduction_without_pdl():
+    """benchmarks/splitk_launch.py times the package's split-K against a copy of splitk.py without the programmatic
+    launch: the copy must still be made (its edits found) and differ from the package in those lines alone."""
+    from . import benchmarks
+
+    bench_module = benchmarks.load("splitk_launch")
+    serial = bench_module.serial_launcher()
+    copied = Path(sys.modules["serial.splitk"].__file__).read_text()
+    assert "cute.arch.griddepcontrol_wait()" not in copied and "use_pdl=True)" not in copied
+    original = Path(splitk.__file__).read_text()
+    for old, new in bench_module.EDITS:
+        original = original.replace(old, new)
+    assert copied == original and serial.host is gemm11_pingpong.host
