@@ -28,15 +28,16 @@ def tensors(ops: Operands, pA: Any, pB: Any, pC: Any, m: Any, n: Any, k: Any, ld
             ) -> tuple[Any, Any, Any]:
     """Inside ``@cute.jit``: A (M, K), B (N, K) and C (M, N) as CuTe tensors over the pointers, with the strides the
     table in `operands`' docstring gives and the leading dimensions the call passed (``a = wide[:, :K]`` has
-    ``lda = wide.stride(0)``, not K: a padded leading dimension is only another stride). Leading dimensions are
-    promised divisible by ``ops.vector``."""
+    ``lda = wide.stride(0)``, not K: a padded leading dimension is only another stride; C is column-major where
+    ``ops.c_major`` is "m"). Leading dimensions are promised divisible by ``ops.vector``."""
     def lead(x: Any) -> Any:
         return cute.assume(x, divby=ops.vector) if ops.vector > 1 else x
 
     c_vector = 16 // (dtype(ops.c).width // 8) if ops.vector > 1 else 1
     a_layout = cute.make_layout((m, k), stride=(lead(lda), 1) if ops.a_major == "k" else (1, lead(lda)))
     b_layout = cute.make_layout((n, k), stride=(lead(ldb), 1) if ops.b_major == "k" else (1, lead(ldb)))
-    c_layout = cute.make_layout((m, n), stride=(cute.assume(ldc, divby=c_vector) if c_vector > 1 else ldc, 1))
+    ld_c = cute.assume(ldc, divby=c_vector) if c_vector > 1 else ldc
+    c_layout = cute.make_layout((m, n), stride=(ld_c, 1) if ops.c_major == "n" else (1, ld_c))
     return cute.make_tensor(pA, a_layout), cute.make_tensor(pB, b_layout), cute.make_tensor(pC, c_layout)
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import cutlass
@@ -128,19 +128,23 @@ def _vector_check(name: str, t: Any, length: int, what: str, d: Any) -> None:
         raise ValueError(f"{name} has stride {t.stride(0)}; pass a contiguous vector: {name} = {name}.contiguous()")
 
 
-def _matrix_check(name: str, t: Any, d: Any, why: str) -> None:
+def _matrix_check(name: str, t: Any, d: Any, why: str, major: str) -> None:
     if not isinstance(t, torch.Tensor):
         raise ValueError(f"{name} must be a torch.Tensor ({why}), got {type(t).__name__}")
     if tuple(t.shape) != tuple(d.shape) or t.dtype != d.dtype:
         raise ValueError(f"{name} is {tuple(t.shape)} {t.dtype}; it must match D, {tuple(d.shape)} {d.dtype}: "
                          f"{name} = torch.empty_like(d)")
-    if not t.is_contiguous():
+    if major == "n" and not t.is_contiguous():
         raise ValueError(f"{name} has strides {t.stride()}; pass a row-major tensor: {name} = {name}.contiguous()")
+    if major == "m" and not t.t().is_contiguous():
+        raise ValueError(f"{name} has strides {t.stride()}; D is column-major, so pass a column-major tensor: "
+                         f"{name} = {name}.t().contiguous().t()")
 
 
-def plan(epilogue: Any, alpha: Any, beta: Any, c: Any, bias: Any, aux: Any, d: Any) -> Fused:
-    """Check one call's epilogue arguments against D (`d`, already checked) and say what the kernel must do. Every
-    tensor must sit on D's device; errors name the argument and the fix."""
+def plan(epilogue: Any, alpha: Any, beta: Any, c: Any, bias: Any, aux: Any, d: Any, major: str = "n") -> Fused:
+    """Check one call's epilogue arguments against D (`d`, already checked; `major` is "m" where the step stores it
+    column-major) and say what the kernel must do. C and aux are contiguous in D's major. Every tensor must sit on
+    D's device; errors name the argument and the fix."""
     epilogue = Epilogue() if epilogue is None else epilogue
     if not isinstance(epilogue, Epilogue):
         raise ValueError(f"epilogue is a {type(epilogue).__name__}; pass an Epilogue(activation=..., bias=..., "
@@ -150,7 +154,7 @@ def plan(epilogue: Any, alpha: Any, beta: Any, c: Any, bias: Any, aux: Any, d: A
             raise ValueError(f"{name}={value!r}: pass a finite Python float, e.g. {name}=1.0")
     m, n = d.shape
     if beta != 0:
-        _matrix_check("c", c, d, f"beta={beta} reads it: D = alpha·acc + beta·C")
+        _matrix_check("c", c, d, f"beta={beta} reads it: D = alpha·acc + beta·C", major)
     if epilogue.bias == "none" and bias is not None:
         raise ValueError("bias is given but the epilogue has bias='none': Epilogue(..., bias='n') for one value per "
                          "column (N), bias='m' for one per row (M)")
@@ -158,7 +162,7 @@ def plan(epilogue: Any, alpha: Any, beta: Any, c: Any, bias: Any, aux: Any, d: A
         length, what = (n, "one per column") if epilogue.bias == "n" else (m, "one per row")
         _vector_check("bias", bias, length, what, d)
     if epilogue.aux:
-        _matrix_check("aux", aux, d, "Epilogue(aux=True) stores the pre-activation there")
+        _matrix_check("aux", aux, d, "Epilogue(aux=True) stores the pre-activation there", major)
     elif aux is not None:
         raise ValueError("aux is given but the epilogue has aux=False: Epilogue(..., aux=True) stores the "
                          "pre-activation in it")
@@ -196,14 +200,23 @@ def store(acc: torch.Tensor, fused: Fused, alpha: float, beta: float, c: Any, bi
 
 # Inside kernels: plain functions, called while a step's ``@cute.jit`` host or kernel is traced ----------------------
 
-def tensors(fused: Fused, pSrc: cute.Pointer, pBias: cute.Pointer, pAux: cute.Pointer, m: Any, n: Any
-            ) -> tuple[cute.Tensor, cute.Tensor, cute.Tensor]:
-    """In a host: C (the source), the bias and aux as (M, N) tensors. The bias's layout broadcasts it: strides
-    (0, 1) repeat one row of N values down M, (1, 0) one column of M values along N."""
-    row_major = cute.make_layout((m, n), stride=(n, 1))
+def tensors(fused: Fused, pSrc: cute.Pointer, pBias: cute.Pointer, pAux: cute.Pointer, m: Any, n: Any,
+            major: str = "n") -> tuple[cute.Tensor, cute.Tensor, cute.Tensor]:
+    """In a host: C (the source), the bias and aux as (M, N) tensors, contiguous like D: row-major, or column-major
+    where `major` is "m" (D's ``Operands.c_major``: swap-AB's Cᵀ, the transposed view of row-major tensors). The
+    bias's layout broadcasts it: strides (0, 1) repeat one row of N values down M, (1, 0) one column of M values
+    along N."""
+    like_d = cute.make_layout((m, n), stride=(n, 1) if major == "n" else (1, m))
     bias_stride = (0, 1) if fused.epilogue.bias == "n" else (1, 0)
-    return (cute.make_tensor(pSrc, row_major), cute.make_tensor(pBias, cute.make_layout((m, n), stride=bias_stride)),
-            cute.make_tensor(pAux, row_major))
+    return (cute.make_tensor(pSrc, like_d), cute.make_tensor(pBias, cute.make_layout((m, n), stride=bias_stride)),
+            cute.make_tensor(pAux, like_d))
+
+
+def transposed(fused: Fused) -> Fused:
+    """`fused` for Cᵀ = Bᵀ·Aᵀ (swap-AB): the same epilogue with M and N exchanged, a bias along N becoming one along
+    M and the other way round."""
+    swap = {"n": "m", "m": "n", "none": "none"}
+    return replace(fused, epilogue=replace(fused.epilogue, bias=swap[fused.epilogue.bias]))
 
 
 def element(fused: Fused, acc: Any, coord: Any, mSrc: cute.Tensor, mBias: cute.Tensor, mAux: cute.Tensor,

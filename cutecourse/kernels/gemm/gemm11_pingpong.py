@@ -14,8 +14,14 @@ one multiplies while the other is in its epilogue.
 This is the schedule CUTLASS calls ping-pong. On an H200 it ran 3-5% slower than step 10's cooperative 128 × 256
 tiles, which move less data per FLOP (benchmarks/RESULTS.md): the lesson is what it overlaps, and what it costs.
 
-Config: tile_m × tile_n at most 128 × 128 (one warpgroup's accumulators), tile_n a multiple of 64 and of epi_n;
+Config: tile_m × tile_n at most 128 × 128 (one warpgroup's accumulators), tile_n a multiple of 16 and of epi_n;
 sms ≥ cluster_m · cluster_n.
+
+Swap-AB (``Config(swap_ab=True)``), for a small M: the launcher computes Cᵀ = Bᵀ·Aᵀ instead, so that M becomes the
+N of wgmma (16, 32, ...) where it would pad the instruction's 64 rows, and W's rows fill the tile's M. Cᵀ is the
+transposed view of the row-major C, a column-major (N, M) matrix: the kernel is the same but for its epilogue, which
+stores through a column-major sC with ``stmatrix.trans`` (`cutecourse.kernels.gemm.launcher` swaps the operands, the
+epilogue's bias along N becomes one along M).
 
 The fused epilogue (``D = act(alpha · acc + beta · C + bias)``, `cutecourse.kernels.gemm.epilogue`) runs on each
 subtile's accumulators before the conversion; fp8 operands (e4m3, e5m2, both K-major) use the fp8 wgmma, with
@@ -31,6 +37,7 @@ one described above.
     gemm(a, b, d, epilogue=Epilogue("gelu_tanh", bias="n"), bias=bias)   # d = GELU(a @ b + bias), one kernel
     gemm(a8, b8, d, FP8_CONFIG, alpha=scale_a * scale_b)                    # fp8: d = (sa·a8) @ (sb·b8)
     gemm(a, b, d, Config(splits=4))   # split-K: 4 partial products over K, summed in order by a second kernel
+    gemm(x, w.t(), d, Config(swap_ab=True, tile_n=16, epi_n=16))   # swap-AB: dᵀ = w @ xᵀ, x of 16 or fewer rows
 """
 
 from __future__ import annotations
@@ -70,10 +77,15 @@ class Config:
     epi_n: int = 32  # epilogue subtile: tile_m × epi_n outputs per TMA store
     epi_stages: int = 2  # shared-memory buffers for epilogue subtiles in flight, per consumer warpgroup
     splits: int = 1  # split-K: each tile's k-tiles in this many shares, each a work unit (`splitk`); 1: no split
+    swap_ab: bool = False  # compute Cᵀ = Bᵀ·Aᵀ: M on wgmma's N, tile_n the tile along M (the launcher swaps)
 
     def __post_init__(self) -> None:
-        if self.tile_m not in (64, 128, 256) or self.tile_n % 64 or self.tile_n > 256 or self.tile_n % self.epi_n:
-            raise ValueError(f"{self}: tile_m must be 64, 128 or 256, tile_n a multiple of 64 up to 256 and of epi_n")
+        if self.tile_m not in (64, 128, 256) or self.tile_n % 16 or self.tile_n > 256 or self.tile_n % self.epi_n:
+            raise ValueError(f"{self}: tile_m must be 64, 128 or 256, tile_n a multiple of 16 up to 256 and of epi_n "
+                             "(e.g. tile_n=16, epi_n=16)")
+        if self.tile_n // self.cluster_m % 8:
+            raise ValueError(f"{self}: each of the cluster_m CTAs loads tile_n / cluster_m rows of B, which must be "
+                             "a multiple of 8 (a swizzle atom): lower cluster_m or raise tile_n")
         if self.tile_m * self.tile_n > 128 * 128:
             raise ValueError(f"{self}: more than 128 accumulators a consumer thread; make the tile smaller")
         if self.stages == 1 or self.stages < 0:  # one slot: the producer waits for a release that waits for it
@@ -84,6 +96,8 @@ class Config:
         if not whole or not 1 <= self.splits <= splitk.MAX_SPLITS:
             raise ValueError(f"splits={self.splits!r}: give the number of K shares, an int from 1 (no split-K) to "
                              f"{splitk.MAX_SPLITS}, e.g. Config(splits=2)")
+        if not isinstance(self.swap_ab, bool):
+            raise ValueError(f"swap_ab={self.swap_ab!r}: True (compute Cᵀ = Bᵀ·Aᵀ, for a small M) or False")
 
 
 
@@ -309,12 +323,12 @@ def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32,
         if cutlass.const_expr(ops.c != "float32" or not fused.identity):
             raise ValueError(f"Config(splits={config.splits}) stores float32 partial sums with no epilogue, not "
                              f"{ops.c} with {fused}: call it through splitk.Launcher (gemm11_pingpong.gemm)")
-        mC = splitk.workspace(pC, m, n, config.splits)
-    mSrc, mBias, mAux = epilogue.tensors(fused, pSrc, pBias, pAux, m, n)
+        mC = splitk.workspace(pC, m, n, config.splits, ops.c_major)
+    mSrc, mBias, mAux = epilogue.tensors(fused, pSrc, pBias, pAux, m, n, ops.c_major)
     ab, c_type = device.dtype(ops.ab), device.dtype(ops.c)
     tiler = (config.tile_m, config.tile_n, config.tile_k)
     cluster = (config.cluster_m, config.cluster_n)
-    a_layout, b_layout = LayoutEnum.from_tensor(mA), LayoutEnum.from_tensor(mB)
+    a_layout, b_layout, c_layout = LayoutEnum.from_tensor(mA), LayoutEnum.from_tensor(mB), LayoutEnum.from_tensor(mC)
     consumers = 2
     # One wgmma is 64 × tile_n × 16; a consumer warpgroup repeats it down the tile's M.
     tiled_mma = sm90.make_trivial_tiled_mma(ab, ab, a_layout.sm90_mma_major_mode(), b_layout.sm90_mma_major_mode(),
@@ -332,7 +346,7 @@ def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32,
                          "lower stages, or stages=0 for as many as fit")
     sA_layout = sm90.make_smem_layout_a(a_layout, tiler, ab, stages)
     sB_layout = sm90.make_smem_layout_b(b_layout, tiler, ab, stages)
-    sC_layout = sm90.make_smem_layout_epi(c_type, LayoutEnum.ROW_MAJOR, epi_tile, config.epi_stages * consumers)
+    sC_layout = sm90.make_smem_layout_epi(c_type, c_layout, epi_tile, config.epi_stages * consumers)
 
     # TMA descriptors. A is shared by the cluster_n CTAs of a cluster row, B by the cluster_m CTAs of a column.
     def load(t: cute.Tensor, s_layout: Any, box: tuple, mcast: int) -> Any:
@@ -343,10 +357,12 @@ def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32,
     tma_atom_b, tma_tensor_b = load(mB, sB_layout, (config.tile_n, config.tile_k), config.cluster_m)
     tma_atom_c, tma_tensor_c = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileS2GOp(), mC,
                                                            cute.slice_(sC_layout, (None, None, 0)), epi_tile)
-    # Registers -> sC: stmatrix (16-bit C) or plain stores (fp32 C), in the accumulators' layout.
+    # Registers -> sC: stmatrix (16-bit C) or plain stores (fp32 C), in the accumulators' layout; a column-major C
+    # (swap-AB's Cᵀ) takes stmatrix.trans, which writes each 8 × 8 matrix transposed.
+    trans = c_layout.is_m_major_c()
     tiled_copy_r2s = cute.make_tiled_copy_S(
-        sm90.get_smem_store_op(LayoutEnum.ROW_MAJOR, c_type, cutlass.Float32),
-        cute.make_tiled_copy_C_atom(cute.make_copy_atom(warp.StMatrix8x8x16bOp(False, 4), c_type), tiled_mma))
+        sm90.get_smem_store_op(c_layout, c_type, cutlass.Float32),
+        cute.make_tiled_copy_C_atom(cute.make_copy_atom(warp.StMatrix8x8x16bOp(trans, 4), c_type), tiled_mma))
 
     # Persistent grid: at most one CTA per SM, grouped into clusters, and no more clusters than the rounds of work
     # need: 256 cluster tiles on 66 clusters take 4 rounds, and so do they on 64, whose last round is not partial
@@ -365,4 +381,4 @@ def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32,
 
 
 gemm = splitk.Launcher(host, Config, vector=True, min_cc=90, for_device=launcher.for_device, epilogue=True,
-                       fp8=True)
+                       fp8=True, column_major_out=True)

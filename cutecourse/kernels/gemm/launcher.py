@@ -89,6 +89,7 @@ class Plan(NamedTuple):
     fn: Any
     fused: Any
     extents: tuple[int, ...]
+    swapped: bool = False  # swap-AB: the kernel computes Cᵀ = Bᵀ·Aᵀ, called with b's address first
 
 
 class Launcher(launch.Launcher):
@@ -103,11 +104,15 @@ class Launcher(launch.Launcher):
     A step built with ``epilogue=True`` fuses ``D = act(alpha · acc + beta · C + bias)``:
     ``gemm(a, b, d, epilogue=Epilogue("gelu_tanh", bias="n"), bias=bias, alpha=1.0, beta=0.0, c=None, aux=None)``
     (`cutecourse.kernels.gemm.epilogue`). ``fp8=True``: it also takes fp8 operands, K-major.
+    ``column_major_out=True``: it also stores a column-major D, and runs a Config with ``swap_ab`` as Dᵀ = Bᵀ·Aᵀ: the
+    checks and the call's key are those of a @ b, then the plan is made for ``(b.t(), a.t(), d.t())`` (Dᵀ is the
+    transposed view of a row-major D, column-major) with the epilogue transposed (`epilogue.transposed`), and the
+    kernel is called with b's address where a's goes.
     """
 
     def __init__(self, host: Any, config_type: Callable[..., Any], *, vector: bool, min_cc: int,
                  for_device: Callable[[Any, Any], Any] | None = None, epilogue: bool = False,
-                 fp8: bool = False) -> None:
+                 fp8: bool = False, column_major_out: bool = False) -> None:
         super().__init__(self._compile)  # it launches itself: `__call__`
         self.host = host
         self.config_type = config_type
@@ -116,6 +121,7 @@ class Launcher(launch.Launcher):
         self.vector = vector
         self.min_cc = min_cc
         self.fp8 = fp8
+        self.column_major_out = column_major_out
         self.fuses = epilogue  # the host takes the epilogue's arguments
         self.for_device = for_device  # (config, torch device) -> the config compiled for that device
         self.plans = Plans()  # the call's key -> (compiled kernel, operands' traits, fused epilogue)
@@ -135,8 +141,8 @@ class Launcher(launch.Launcher):
             raise ValueError(f"{self.step} stores the plain product, so it takes no {', '.join(asked)}: fused "
                              f"epilogues are in every step from {operands.SM80_STEP} on")
         ops = operands.check(a, b, c, step=self.step, vector=self.vector, min_cc=self.min_cc, fp8=self.fp8,
-                             out="d")
-        fused = epilogue.plan(epilogue_, alpha, beta, source, bias, aux, c)
+                             out="d", column_major_out=self.column_major_out)
+        fused = epilogue.plan(epilogue_, alpha, beta, source, bias, aux, c, ops.c_major)
         if fused.epilogue.aux:
             for name, t in (("a", a), ("b", b), ("d", c)):
                 operands.overlap(name, t, "aux", aux)
@@ -148,11 +154,18 @@ class Launcher(launch.Launcher):
         if self.for_device is not None:
             config = self.for_device(config, a.device)
         budget.check(self.step, config, ops.ab, ops.c, operands.capability(a.device))
+        swapped = bool(getattr(config, "swap_ab", False))
+        if swapped:  # Dᵀ = Bᵀ·Aᵀ, checked again as the kernel will see it (the transposed views)
+            a, b, c = b.t(), a.t(), c.t()
+            source, aux = (None if t is None else t.t() for t in (source, aux))
+            fused = epilogue.transposed(fused)
+            ops = operands.check(a, b, c, step=self.step, vector=self.vector, min_cc=self.min_cc, fp8=self.fp8,
+                                 out="d", column_major_out=True)
         tensors = {"source": source, "bias": bias, "aux": aux} if self.fuses else {}
         compiled = self.kernel((ops, config, fused), a, b, c, stream=launch.current_stream(), **tensors)
         # The bare TVM FFI function: the DSL's wrapper around it would walk the arguments in Python for pointer
         # objects to convert, and these are ints already. `self.compiled` keeps the wrapper, which owns the code.
-        return Plan(compiled.__tvm_ffi_object__(), fused, extents(ops, a, b, c))
+        return Plan(compiled.__tvm_ffi_object__(), fused, extents(ops, a, b, c), swapped)
 
     def __call__(self, a: Any, b: Any, d: Any = None, config: Any = None, *,  # type: ignore[override]
                  epilogue: Any = None, alpha: Any = 1.0, beta: Any = 0.0, c: Any = None, bias: Any = None,
@@ -179,13 +192,14 @@ class Launcher(launch.Launcher):
         current stream: the addresses, the plan's extents, the stream's handle, and for a fused step its epilogue's
         tensors (one it does not read or write is D's address, never dereferenced), alpha and beta."""
         pd, stream = d.data_ptr(), launch.raw_stream(a.get_device())
+        pa, pb = (b.data_ptr(), a.data_ptr()) if plan.swapped else (a.data_ptr(), b.data_ptr())
         if self.fuses:
             fused = plan.fused
-            plan.fn(a.data_ptr(), b.data_ptr(), pd, *plan.extents, stream, c.data_ptr() if fused.source else pd,
+            plan.fn(pa, pb, pd, *plan.extents, stream, c.data_ptr() if fused.source else pd,
                     bias.data_ptr() if fused.bias_dtype else pd, aux.data_ptr() if fused.epilogue.aux else pd,
                     float(alpha), float(beta))
         else:
-            plan.fn(a.data_ptr(), b.data_ptr(), pd, *plan.extents, stream)
+            plan.fn(pa, pb, pd, *plan.extents, stream)
 
 
 def output(a: Any, b: Any) -> Any:

@@ -12,10 +12,12 @@ operand      K-major (K contiguous)                 MN-major (M or N contiguous)
 ``b`` (K,N)  ``b = bt.t()``, ``bt`` (N,K): (N,K):(K,1)  ``b.is_contiguous()``: (N,K):(1,N)
 ===========  =====================================  ==========================================
 
-C is row-major. Any leading dimension at least the operand's extent is taken as it is (``a = wide[:, :K]``, strides
-(K + 1, 1), is K-major with ``lda = K + 1``): the kernels are launched with each operand's leading dimension
-(`leading_dims`), and `cutecourse.kernels.gemm.device.tensors` writes these layouts out inside ``@cute.jit``. A step
-that moves 16-byte vectors also needs each leading dimension a whole number of vectors and each start 16-byte
+C is row-major, except where a step stores a column-major C too (step 11, ``column_major_out``: what its swap-AB
+runs into, ``Cᵀ = Bᵀ·Aᵀ`` stored as the transposed view of a row-major C). Any leading dimension at least the
+operand's extent is taken as it is (``a = wide[:, :K]``, strides (K + 1, 1), is K-major with ``lda = K + 1``):
+the kernels are launched with each operand's leading dimension (`leading_dims`), and
+`cutecourse.kernels.gemm.device.tensors` writes these layouts out inside ``@cute.jit``. A step that moves 16-byte
+vectors also needs each leading dimension a whole number of vectors and each start 16-byte
 aligned; where they are not, `cutecourse.gemm` runs a step that does not (step 2).
 """
 
@@ -51,6 +53,7 @@ class Operands:
     a_major: str  # "k" or "m"
     b_major: str  # "k" or "n"
     vector: int = 1  # elements per access the step may assume the leading dimensions are divisible by
+    c_major: str = "n"  # "n": C row-major (N contiguous); "m": column-major (M contiguous), where the step takes it
 
 
 def _lead(t: Any, rows_contiguous: bool, elems: int) -> int | None:
@@ -79,13 +82,15 @@ def _majors(name: str, t: Any, contiguous: str, transposed: str, elems: int) -> 
     return majors
 
 
-def traits(a: Any, b: Any, c: Any, *, step: str, vector: bool, fp8: bool = False, out: str = "c") -> Operands:
+def traits(a: Any, b: Any, c: Any, *, step: str, vector: bool, fp8: bool = False, out: str = "c",
+           column_major_out: bool = False) -> Operands:
     """The dtypes, shapes, majors and alignment of ``c = a @ b`` for `step`, checked on any device (CPU tensors
     too: compiling without a GPU goes through here).
 
     `vector`: the step moves 16-byte vectors, so each operand's contiguous extent must hold whole vectors and its base
     must be 16-byte aligned. `fp8`: the step also takes fp8 operands (K-major both). `out`: what the caller names
-    `c` (``d`` in a step's launcher, ``out`` in cutecourse.gemm), for the errors.
+    `c` (``d`` in a step's launcher, ``out`` in cutecourse.gemm), for the errors. `column_major_out`: the step also
+    stores a column-major `c` (a row-major one is taken as row-major wherever its strides allow).
     """
     for name, t in (("a", a), ("b", b), (out, c)):
         tensor_check(name, t)
@@ -115,10 +120,11 @@ def traits(a: Any, b: Any, c: Any, *, step: str, vector: bool, fp8: bool = False
                          f"65535 blocks in a grid's y dimension: keep M and N at most {MAX_EXTENT} and split the "
                          f"GEMM, e.g. c[i:i + {MAX_EXTENT}] = a[i:i + {MAX_EXTENT}] @ b")
     elems = 16 // a.element_size()
-    c_lead = _lead(c, True, 16 // c.element_size())
+    c_major, c_lead = _c_major(c, column_major_out, vector)
     if c_lead is None:
+        either = " or a column-major one (out = torch.empty(N, M, ...).t())" if column_major_out else ""
         raise ValueError(f"{out} has shape {tuple(c.shape)} and strides {c.stride()}; pass a row-major output (its "
-                         f"leading dimension at least N): {out} = torch.empty({m}, {n}, ...)")
+                         f"leading dimension at least N){either}: {out} = torch.empty({m}, {n}, ...)")
     a_majors = _majors("a", a, "k", "m", elems)
     b_majors = _majors("b", b, "n", "k", elems)
     lead = {"k": k, "m": m, "n": n}
@@ -137,7 +143,7 @@ def traits(a: Any, b: Any, c: Any, *, step: str, vector: bool, fp8: bool = False
     if vector:
         extents = (("a", a, lead[a_major], a_majors[a_major], a_major.upper(), elems),
                    ("b", b, lead[b_major], b_majors[b_major], b_major.upper(), elems),
-                   (out, c, n, c_lead, "N", 16 // c.element_size()))
+                   (out, c, lead[c_major], c_lead, c_major.upper(), 16 // c.element_size()))
         for name, t, extent, ld, what, per in extents:
             if extent % per:
                 raise ValueError(
@@ -154,7 +160,22 @@ def traits(a: Any, b: Any, c: Any, *, step: str, vector: bool, fp8: bool = False
                     f"{name} starts {t.data_ptr() % 16} bytes past a 16-byte boundary: {step} moves 16-byte vectors, "
                     f"which must be aligned. Pass {name}.clone() (torch allocates aligned) or use {ANY_SHAPE_STEP}, "
                     "which takes any alignment")
-    return Operands(launch.dtype_name(a), launch.dtype_name(c), a_major, b_major, elems if vector else 1)
+    return Operands(launch.dtype_name(a), launch.dtype_name(c), a_major, b_major, elems if vector else 1, c_major)
+
+
+def _c_major(c: Any, column_major: bool, vector: bool) -> tuple[str, int | None]:
+    """(major, leading dimension) of the output `c`: row-major ("n") wherever its strides allow, else column-major
+    ("m") where the step stores that (`column_major`); (row, None) where neither. With `vector`, of two possible
+    majors (a dimension of 1) one whose extent and leading dimension hold whole 16-byte vectors."""
+    per = 16 // c.element_size()
+    majors = {"n": _lead(c, True, per)}
+    if column_major:
+        majors["m"] = _lead(c, False, per)
+    found = [(major, ld) for major, ld in majors.items() if ld is not None]
+    if vector:
+        extent = dict(zip("mn", c.shape))
+        found.sort(key=lambda kv: (extent[kv[0]] % per != 0, kv[1] % per != 0))
+    return found[0] if found else ("n", None)
 
 
 def tensor_check(name: str, t: Any) -> None:
@@ -200,10 +221,11 @@ def overlap(x_name: str, x: Any, y_name: str, y: Any) -> None:
 
 def leading_dims(ops: Operands, a: Any, b: Any, c: Any) -> tuple[int, int, int]:
     """The leading dimensions (lda, ldb, ldc) the kernels are launched with, for the majors `traits` chose: the
-    stride between a's rows (K-major) or columns (M-major), b's columns (K-major) or rows (N-major), c's rows."""
+    stride between a's rows (K-major) or columns (M-major), b's columns (K-major) or rows (N-major), c's rows (or
+    columns: column-major)."""
     elems = 16 // a.element_size()
     return (_lead(a, ops.a_major == "k", elems), _lead(b, ops.b_major == "n", elems),
-            _lead(c, True, 16 // c.element_size()))
+            _lead(c, ops.c_major == "n", 16 // c.element_size()))
 
 
 @functools.cache
@@ -213,8 +235,8 @@ def capability(device: Any) -> int:
     return major * 10 + minor
 
 
-def check(a: Any, b: Any, c: Any, *, step: str, vector: bool, min_cc: int, fp8: bool = False, out: str = "c"
-          ) -> Operands:
+def check(a: Any, b: Any, c: Any, *, step: str, vector: bool, min_cc: int, fp8: bool = False, out: str = "c",
+          column_major_out: bool = False) -> Operands:
     """`traits`, plus: all three on one GPU of compute capability `min_cc` or newer (80 or 90: the step's
     instructions do not exist before)."""
     for name, t in (("a", a), ("b", b), (out, c)):
@@ -224,7 +246,7 @@ def check(a: Any, b: Any, c: Any, *, step: str, vector: bool, min_cc: int, fp8: 
             raise ValueError(f"{name} is on {t.device}; move it to the GPU: {name} = {name}.cuda()")
         if t.device != a.device:
             raise ValueError(f"{name} is on {t.device} but a is on {a.device}; put all three on one GPU")
-    ops = traits(a, b, c, step=step, vector=vector, fp8=fp8, out=out)
+    ops = traits(a, b, c, step=step, vector=vector, fp8=fp8, out=out, column_major_out=column_major_out)
     cc = capability(a.device)
     if cc < min_cc:
         way = f"use {SM80_STEP}" if min_cc > 80 else "every GEMM step needs an sm_80+ GPU (A100, L4, H100)"

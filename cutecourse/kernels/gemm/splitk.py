@@ -68,11 +68,15 @@ def k_share(work: Any, tiles: Any, k_tiles: Any, splits: int) -> tuple[Any, Any,
     return work % tiles, split, first, (split + 1) * k_tiles // splits - first
 
 
-def workspace(pW: cute.Pointer, m: Any, n: Any, splits: int) -> cute.Tensor:
-    """In a host: the float32 workspace as an (M, N, S) tensor, slice s of (M, N) row-major at offset s · M · N. The
+def workspace(pW: cute.Pointer, m: Any, n: Any, splits: int, major: str = "n") -> cute.Tensor:
+    """In a host: the float32 workspace as an (M, N, S) tensor, slice s of (M, N) at offset s · M · N, row-major, or
+    column-major where D is (`major` "m", swap-AB's Dᵀ: then each slice is the row-major (N, M) partial of D). The
     GEMM's TMA store clips each mode on its own, so a tile past M or N writes nothing into the next slice."""
-    ld = cute.assume(n, divby=VECTOR)  # N holds whole 16-byte vectors of D, hence of float32 (the launcher's checks)
-    return cute.make_tensor(pW, cute.make_layout((m, n, splits), stride=(ld, 1, m * ld)))
+    if major == "n":
+        ld = cute.assume(n, divby=VECTOR)  # N holds whole 16-byte vectors of D, hence of float32 (the checks)
+        return cute.make_tensor(pW, cute.make_layout((m, n, splits), stride=(ld, 1, m * ld)))
+    ld = cute.assume(m, divby=VECTOR)  # column-major D: M is its contiguous extent, of whole vectors
+    return cute.make_tensor(pW, cute.make_layout((m, n, splits), stride=(1, ld, n * ld)))
 
 
 @cute.kernel
@@ -120,14 +124,19 @@ def host(pW: cute.Pointer, pD: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32,
          beta: cutlass.Float32, ops: cutlass.Constexpr, splits: cutlass.Constexpr, fused: cutlass.Constexpr):
     """The reduction: D (M, N, leading dimension `ldd`) from the `splits` slices of the workspace at `pW`, with the
     fused epilogue `fused` reading C, the bias and aux at `pSrc`, `pBias`, `pAux`."""
-    mW = workspace(pW, m, n, splits)
+    mW = workspace(pW, m, n, splits, ops.c_major)
     d_type = device.dtype(ops.c)
-    mD = cute.make_tensor(pD, cute.make_layout((m, n), stride=(cute.assume(ldd, divby=128 // d_type.width), 1)))
-    mSrc, mBias, mAux = epilogue.tensors(fused, pSrc, pBias, pAux, m, n)
+    ld = cute.assume(ldd, divby=128 // d_type.width)
+    mD = cute.make_tensor(pD, cute.make_layout((m, n), stride=(ld, 1) if ops.c_major == "n" else (1, ld)))
+    mSrc, mBias, mAux = epilogue.tensors(fused, pSrc, pBias, pAux, m, n, ops.c_major)
     # 256 threads: 8 rows of 32 threads along N, each 4 rows of one 16-byte vector of float32: a (32, 128) tile a
-    # CTA, a warp reading 512 contiguous bytes of a row.
-    thr_layout = cute.make_ordered_layout((8, 32), order=(1, 0))
-    val_layout = cute.make_ordered_layout((4, VECTOR), order=(1, 0))
+    # CTA, a warp reading 512 contiguous bytes of a row. A column-major D (swap-AB) the same way round: along M.
+    if cutlass.const_expr(ops.c_major == "n"):
+        thr_layout = cute.make_ordered_layout((8, 32), order=(1, 0))
+        val_layout = cute.make_ordered_layout((4, VECTOR), order=(1, 0))
+    else:
+        thr_layout = cute.make_ordered_layout((32, 8), order=(0, 1))
+        val_layout = cute.make_ordered_layout((VECTOR, 4), order=(0, 1))
     tiler, tv_layout = cute.make_layout_tv(thr_layout, val_layout)
     tiles = cute.size(cute.zipped_divide(mD, tiler), mode=[1])
     _kernel(mW, mD, mSrc, mBias, mAux, alpha, beta, tiler, thr_layout, val_layout, fused).launch(
@@ -141,7 +150,8 @@ def compile_reduction(ops: Operands, splits: int, fused: epilogue.Fused, d: Any,
     pD = make_ptr(device.dtype(ops.c), d.data_ptr(), GMEM, assumed_align=16)  # step 11's checks: 16-byte aligned
     pW = make_ptr(cutlass.Float32, d.data_ptr(), GMEM, assumed_align=16)  # a stand-in: only its type is compiled
     m, n = (cutlass.Int32(x) for x in d.shape)
-    return cute.compile(host, pW, pD, m, n, n, stream, *launcher.epilogue_pointers(fused, ops, pD, source, bias, aux),
+    ldd = n if ops.c_major == "n" else m
+    return cute.compile(host, pW, pD, m, n, ldd, stream, *launcher.epilogue_pointers(fused, ops, pD, source, bias, aux),
                         cutlass.Float32(1.0), cutlass.Float32(0.0), ops, splits, fused, options=options)
 
 
@@ -153,6 +163,7 @@ class Kernels:
     gemm: Any
     reduce: Any
     splits: int
+    c_major: str = "n"  # D's, and so the workspace's: "m" for swap-AB's column-major Dᵀ
 
     def __tvm_ffi_object__(self) -> Kernels:  # what the base launcher asks a compiled kernel for
         return replace(self, gemm=self.gemm.__tvm_ffi_object__(), reduce=self.reduce.__tvm_ffi_object__())
@@ -177,10 +188,12 @@ class Launcher(launcher.Launcher):
         partial = (replace(ops, c="float32"), config)
         if partial not in self.partials:
             slice0 = torch.empty(c.shape, dtype=torch.float32, device="meta")  # the workspace's slice 0, to compile
+            if ops.c_major == "m":
+                slice0 = torch.empty(c.shape[::-1], dtype=torch.float32, device="meta").t()
             self.partials[partial] = launcher.compile_for(self.host, config, partial[0], a, b, slice0, stream,
                                                           options=launcher.TVM_FFI, fused=epilogue.PLAIN)
         reduce = compile_reduction(ops, config.splits, fused, c, stream, options=launcher.TVM_FFI, **tensors)
-        return Kernels(self.partials[partial], reduce, config.splits)
+        return Kernels(self.partials[partial], reduce, config.splits, ops.c_major)
 
     def plan(self, a: Any, b: Any, c: Any, config: Any, epilogue_: Any = None, alpha: Any = 1.0, beta: Any = 0.0,
              source: Any = None, bias: Any = None, aux: Any = None) -> launcher.Plan | None:
@@ -216,5 +229,5 @@ class Launcher(launcher.Launcher):
         extents, the stream's handle, alpha and beta): the partial products into the workspace, then the reduction
         into D."""
         w = self.workspace(device, stream, kernels.splits * m * n).data_ptr()
-        kernels.gemm(pa, pb, w, m, n, k, lda, ldb, n, stream, w, w, w, 1.0, 0.0)
+        kernels.gemm(pa, pb, w, m, n, k, lda, ldb, n if kernels.c_major == "n" else m, stream, w, w, w, 1.0, 0.0)
         kernels.reduce(w, pd, m, n, ldd, stream, src, bias, aux, alpha, beta)

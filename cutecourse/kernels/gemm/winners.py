@@ -39,7 +39,14 @@ CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
     # the decode GEMV (`cutecourse.kernels.gemm.gemv`): a few rows of x, no Tensor Cores (refused, so not raced, past
     # its 8 rows)
     ("gemv", {}),
+    # swap-AB: Dᵀ = W·xᵀ, W's rows on wgmma's 64 and 16 tokens on its N, no padded rows; raced only up to
+    # `SWAP_AB_ROWS` rows (past them W would be read once per 16 rows of x), without and with split-K
+    ("gemm11_pingpong", {"swap_ab": True, "tile_m": 64, "tile_n": 16, "epi_n": 16, "cluster_m": 1, "cluster_n": 1}),
+    ("gemm11_pingpong", {"swap_ab": True, "tile_m": 64, "tile_n": 16, "epi_n": 16, "cluster_m": 1, "cluster_n": 1,
+                         "splits": 2}),
 )
+#: The most rows of x a swap-AB candidate is raced on.
+SWAP_AB_ROWS = 64
 
 
 #: The shapes the table is raced on and `benchmarks/gemm_shapes.py` times (issue 34's suite), as ``y = x @ W.t()``
