@@ -30,7 +30,7 @@ def ran(monkeypatch):
     """The steps' launchers, each with its `launch` (the call every path reaches: the launcher's own, the
     dispatcher's cached one, step 2's product under an unfused epilogue) wrapped to record which step ran."""
     calls = []
-    for step in ("gemm02_smem", "gemm05_swizzle", "gemm10_multicast", "gemm11_pingpong"):
+    for step in ("gemm02_smem", "gemm05_swizzle", "gemm10_multicast", "gemm11_pingpong", "gemv"):
         launcher = importlib.import_module(f"cutecourse.kernels.gemm.{step}").gemm
 
         def spy(*args, _step=step, _launch=launcher.launch, **kwargs):

@@ -35,10 +35,10 @@ CONFIGS = {"64x16": dict(swap_ab=True, tile_m=64, tile_n=16, epi_n=16, cluster_m
            "128x32-2x1": dict(swap_ab=True, tile_m=128, tile_n=32, epi_n=32, cluster_m=2)}
 
 
-def small_m_shapes(seed, count):
+def small_m_shapes(seed, count, whole_m=False):
     """`count` random (M, N, K, pads): M from 1 to 64 (and one of a few hundred: several tiles along the swapped N),
     N and K whole 16-byte vectors (8 elements), K no multiple of 64. The first: one token, a ragged 17 rows, and
-    1 × 8 × 8."""
+    1 × 8 × 8. `whole_m`: M too in whole vectors, as an M-major a needs (its contiguous extent)."""
     rng = random.Random(seed)
     cases = [(1, 1000, 520, (8, 8, 8)), (17, 136, 1000, (16, 8, 64)), (1, 8, 8, (8, 8, 8)), (300, 264, 72, (8, 64, 16))]
     while len(cases) < count:
@@ -46,7 +46,7 @@ def small_m_shapes(seed, count):
         n = -(-int(math.exp(rng.uniform(math.log(8), math.log(3000)))) // 8) * 8
         k = 64 * rng.randrange(0, 30) + 8 * rng.randrange(1, 8)
         cases.append((m, n, k, tuple(rng.choice([8, 16, 64]) for _ in range(3))))
-    return cases
+    return [(-(-m // 8) * 8 if whole_m else m, n, k, pads) for m, n, k, pads in cases]
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +62,7 @@ def swap_failures(gemm, config, combo, cases):
 @pytest.mark.parametrize("combo", COMBOS, ids=lambda c: f"{str(c[0])[6:]}-{str(c[1])[6:]}-{c[2]}{c[3]}")
 def test_swap_ab_matches_float64_torch_on_small_ragged_padded_shapes(pingpong, combo, tiles):
     config = pingpong.Config(**CONFIGS[tiles])
-    cases = small_m_shapes(COMBOS.index(combo) * 10 + list(CONFIGS).index(tiles), 10)
+    cases = small_m_shapes(COMBOS.index(combo) * 10 + list(CONFIGS).index(tiles), 10, combo[2] == "m")
     wrong = swap_failures(pingpong.gemm, config, combo, cases)
     assert not wrong, f"{config}: {len(wrong)} of {len(cases)} wrong:\n" + "\n".join(wrong)
 
@@ -72,7 +72,8 @@ def test_swap_ab_with_split_k_matches_float64_torch(pingpong, combo):
     """Three splits: the partials land in a column-major workspace (each slice D's row-major partial) and the
     reduction reads and stores along M."""
     config = pingpong.Config(**CONFIGS["64x16"], splits=3)
-    cases = [(m, n, max(k, 64 * 3 + 8), pads) for m, n, k, pads in small_m_shapes(40 + COMBOS.index(combo), 8)]
+    cases = [(m, n, max(k, 64 * 3 + 8), pads)
+             for m, n, k, pads in small_m_shapes(40 + COMBOS.index(combo), 8, combo[2] == "m")]
     wrong = swap_failures(pingpong.gemm, config, combo, cases)
     assert not wrong, f"{config}: {len(wrong)} of {len(cases)} wrong:\n" + "\n".join(wrong)
 
@@ -132,7 +133,7 @@ def test_cutecourse_gemm_runs_a_measured_swap_ab_winner(monkeypatch, tmp_path):
 #: what is broken -> (module, its edits): each must make the checks above fail.
 BROKEN = {
     "the plain stmatrix into the column-major sC": ("gemm11_pingpong", [
-        ("    trans = c_layout.is_m_major_c()\n", "    trans = False\n")]),
+        ("sm90.get_smem_store_op(c_layout, c_type", "sm90.get_smem_store_op(LayoutEnum.ROW_MAJOR, c_type")]),
     "the column-major workspace laid out row-major": ("splitk", [
         ('    if major == "n":\n        ld = cute.assume(n', '    if True:\n        ld = cute.assume(n')]),
 }
@@ -152,5 +153,7 @@ def test_a_broken_swap_fails_the_check(what, tmp_path):
     else:
         gemm = broken.gemm
         config = broken.Config(**CONFIGS["64x16"])
-    cases = [(m, n, max(k, 200), pads) for m, n, k, pads in small_m_shapes(60, 3)]
+    # M in whole vectors: the row-major reading of a column-major workspace then stays 16-byte aligned, and is wrong
+    # rather than a misaligned load (which would end this process's CUDA context, and the tests after it).
+    cases = [(m, n, max(k, 200), pads) for m, n, k, pads in small_m_shapes(60, 3, whole_m=True)]
     assert swap_failures(gemm, config, COMBOS[2], cases), f"swap-AB with {what} passed the check: it cannot fail"
