@@ -4,7 +4,8 @@ along it), ragged N and K, both majors of A and B, fp16 and bf16, 16-bit and flo
 outputs poisoned with NaN (padding included), against float64 torch; with split-K (a column-major workspace and
 reduction); the fused epilogue with a bias along N and along M (which the swap exchanges), beta · C, alpha and aux;
 a column-major D given directly; `cutecourse.gemm` running a table's swap-AB winner. Kernels broken in what swap-AB
-adds (the plain stmatrix into the column-major sC, the workspace read row-major) fail the same checks."""
+adds (C and aux read row-major, the partials stored row-major into the column-major workspace) fail the same
+checks."""
 
 import math
 import random
@@ -16,7 +17,7 @@ torch = pytest.importorskip("torch")
 
 import cutecourse  # noqa: E402
 from cutecourse import dispatch  # noqa: E402
-from cutecourse.kernels.gemm import epilogue, launcher, winners  # noqa: E402
+from cutecourse.kernels.gemm import epilogue, winners  # noqa: E402
 
 pytestmark = pytest.mark.gpu(90)
 
@@ -130,30 +131,34 @@ def test_cutecourse_gemm_runs_a_measured_swap_ab_winner(monkeypatch, tmp_path):
     dispatch.forget_plans()
 
 
-#: what is broken -> (module, its edits): each must make the checks above fail.
+#: what is broken -> (the edit of step 11, the Config's splits, whether the check runs the fused epilogue): each must
+#: make its check above fail.
 BROKEN = {
-    "the plain stmatrix into the column-major sC": ("gemm11_pingpong", [
-        ("sm90.get_smem_store_op(c_layout, c_type", "sm90.get_smem_store_op(LayoutEnum.ROW_MAJOR, c_type")]),
-    "the column-major workspace laid out row-major": ("splitk", [
-        ('    if major == "n":\n        ld = cute.assume(n', '    if True:\n        ld = cute.assume(n')]),
+    "C and aux read row-major through their transposed views": (
+        ("epilogue.tensors(fused, pSrc, pBias, pAux, m, n, ops.c_major)",
+         "epilogue.tensors(fused, pSrc, pBias, pAux, m, n)"), 1, True),
+    "the partials stored row-major into the column-major workspace": (
+        ("splitk.workspace(pC, m, n, config.splits, ops.c_major)", "splitk.workspace(pC, m, n, config.splits)"), 3,
+        False),
 }
 
 
 @pytest.mark.parametrize("what", list(BROKEN))
 def test_a_broken_swap_fails_the_check(what, tmp_path):
     strides.runnable("gemm11_pingpong")
-    name, edits = BROKEN[what]
-    broken = gemm_gpu.variant(name, edits, tmp_path)
-    if name == "splitk":  # step 11's host and Config, launched by the broken workspace's launcher
-        from cutecourse.kernels.gemm import gemm11_pingpong as step
-
-        gemm = broken.Launcher(step.host, step.Config, vector=True, min_cc=90, for_device=launcher.for_device,
-                               epilogue=True, fp8=True, column_major_out=True)
-        config = step.Config(**CONFIGS["64x16"], splits=3)
-    else:
-        gemm = broken.gemm
-        config = broken.Config(**CONFIGS["64x16"])
-    # M in whole vectors: the row-major reading of a column-major workspace then stays 16-byte aligned, and is wrong
-    # rather than a misaligned load (which would end this process's CUDA context, and the tests after it).
+    edit, splits, fused = BROKEN[what]
+    broken = gemm_gpu.variant("gemm11_pingpong", [edit], tmp_path)
+    config = broken.Config(**CONFIGS["64x16"], splits=splits)
+    # M in whole vectors: a row-major workspace of Dᵀ's partials then has 16-byte aligned rows, so the TMA store
+    # writes it (into the wrong places) rather than ending this process's CUDA context and the tests after it.
     cases = [(m, n, max(k, 200), pads) for m, n, k, pads in small_m_shapes(60, 3, whole_m=True)]
-    assert swap_failures(gemm, config, COMBOS[2], cases), f"swap-AB with {what} passed the check: it cannot fail"
+    if not fused:
+        assert swap_failures(broken.gemm, config, COMBOS[2], cases), f"swap-AB with {what} passed: it cannot fail"
+        return
+    epi = epilogue.Epilogue("gelu_tanh", bias="n", aux=True)
+    found = []
+    for m, n, k, pads in cases:
+        a, b, d, buffer = strides.operands(m, n, k, COMBOS[2], pads)
+        found += epilogue_gpu.fused_problems(lambda *args, **kw: broken.gemm(*args, config, **kw), a, b, d, buffer,
+                                             epi)
+    assert found, f"swap-AB with {what} passed the check: it cannot fail"
