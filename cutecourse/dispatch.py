@@ -34,7 +34,9 @@ The rules, in order (lesson 8 explains each; `Choice.reasons` names the ones tha
    product of so few rows reads each weight once for a few FMAs: it runs at the memory's bandwidth, which warps
    streaming W with 16-byte loads from every SM reach, and a Tensor Core tile of 64 rows would mostly compute
    nothing. The winners race includes it (``("gemv", {})`` in `winners.CANDIDATES`), and on sm_90 the shipped
-   table names it for every M = 1 class it measured (benchmarks/RESULTS.md).
+   table names it for every M = 1 class it measured (benchmarks/RESULTS.md). Swap-AB (step 11's
+   ``Config(swap_ab=True)``: Dᵀ = Bᵀ·Aᵀ, a few rows of x on wgmma's N) runs only where the table names it: the race
+   tries it up to `winners.SWAP_AB_ROWS` rows, and it won every M = 16 class.
 
 A K that is no multiple of the chosen step's k-tile needs no other step: every step zero-fills its last, partial
 k-tile, and the choice's reasons say so. ``explain`` needs no GPU: on CPU tensors give ``arch=`` (90, 80, ...)
