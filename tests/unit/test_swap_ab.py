@@ -41,7 +41,9 @@ def test_a_column_major_output_is_taken_only_where_the_step_stores_one():
     row = torch.empty(24, 40, dtype=torch.bfloat16)
     assert operands.traits(a, b, row, step="gemm11_pingpong", vector=True, column_major_out=True).c_major == "n"
     # One token: dᵀ is (N, 1), both majors by its strides; the one whose extent holds 16-byte vectors is taken.
-    x, w, y = torch.empty(1, 64, dtype=torch.bfloat16), torch.empty(40, 64, dtype=torch.bfloat16), torch.empty(1, 40)
+    x = torch.empty(1, 64, dtype=torch.bfloat16)
+    w = torch.empty(40, 64, dtype=torch.bfloat16)
+    y = torch.empty(1, 40)
     swapped = operands.traits(w, x.t(), y.t(), step="gemm11_pingpong", vector=True, column_major_out=True)
     assert (swapped.a_major, swapped.b_major, swapped.c_major) == ("k", "k", "m")
     with pytest.raises(ValueError, match=r"d's contiguous extent is M=20 elements, not a multiple of 8"):
@@ -91,7 +93,8 @@ def test_the_launch_passes_b_s_address_first_for_a_swapped_plan(monkeypatch):
     monkeypatch.setattr(launch, "raw_stream", lambda device: 0)
     called = []
     gemm = launcher.Launcher(gemm11_pingpong.host, Config, vector=True, min_cc=90)
-    a, b, d = torch.empty(2, 8), torch.empty(8, 4), torch.empty(2, 4)
+    a, b = torch.empty(2, 8), torch.empty(8, 4)
+    d = torch.empty(2, 4)
     gemm.launch(launcher.Plan(lambda *args: called.append(args[:3]), None, (), True), a, b, d)
     gemm.launch(launcher.Plan(lambda *args: called.append(args[:3]), None, (), False), a, b, d)
     assert called == [(b.data_ptr(), a.data_ptr(), d.data_ptr()), (a.data_ptr(), b.data_ptr(), d.data_ptr())]
@@ -100,8 +103,8 @@ def test_the_launch_passes_b_s_address_first_for_a_swapped_plan(monkeypatch):
 def swapped_ptx(config, c_dtype, m=13, n=4096, k=1000, swapped=True):
     """Step 11's PTX for y = x @ w.t() of `m` tokens, compiled as the swapped launcher compiles it (Dᵀ = W·xᵀ), or
     as it is (not `swapped`)."""
-    x, w, d = (torch.empty(m, k, dtype=torch.bfloat16), torch.empty(n, k, dtype=torch.bfloat16),
-               torch.empty(m, n, dtype=c_dtype))
+    x, w = torch.empty(m, k, dtype=torch.bfloat16), torch.empty(n, k, dtype=torch.bfloat16)
+    d = torch.empty(m, n, dtype=c_dtype)
     a, b, c = (w, x.t(), d.t()) if swapped else (x, w.t(), d)
     ops = operands.traits(a, b, c, step="gemm11_pingpong", vector=True, column_major_out=True)
     return ptx.compiled_with_ptx(lambda o: launcher.compile_for(gemm11_pingpong.host, config, ops, a, b, c,
@@ -121,7 +124,8 @@ def test_the_swapped_kernel_multiplies_16_tokens_a_wgmma_and_stores_through_stma
 
 
 def test_the_column_major_reduction_loads_and_stores_16_bytes_along_m():
-    m, n, splits = 136, 13, 3  # Dᵀ of 13 tokens: M contiguous, N ragged
+    m, n = 136, 13  # Dᵀ of 13 tokens: M contiguous, N ragged
+    splits = 3
     d = torch.empty(n, m, dtype=torch.bfloat16).t()
     ops = operands.traits(torch.empty(m, 64, dtype=torch.bfloat16), torch.empty(n, 64, dtype=torch.bfloat16).t(),
                           d, step="gemm11_pingpong", vector=True, column_major_out=True)

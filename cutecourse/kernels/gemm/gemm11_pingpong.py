@@ -328,7 +328,8 @@ def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32,
     ab, c_type = device.dtype(ops.ab), device.dtype(ops.c)
     tiler = (config.tile_m, config.tile_n, config.tile_k)
     cluster = (config.cluster_m, config.cluster_n)
-    a_layout, b_layout, c_layout = LayoutEnum.from_tensor(mA), LayoutEnum.from_tensor(mB), LayoutEnum.from_tensor(mC)
+    a_layout, b_layout = LayoutEnum.from_tensor(mA), LayoutEnum.from_tensor(mB)
+    c_layout = LayoutEnum.from_tensor(mC)  # column-major for swap-AB's Dᵀ
     consumers = 2
     # One wgmma is 64 × tile_n × 16; a consumer warpgroup repeats it down the tile's M.
     tiled_mma = sm90.make_trivial_tiled_mma(ab, ab, a_layout.sm90_mma_major_mode(), b_layout.sm90_mma_major_mode(),

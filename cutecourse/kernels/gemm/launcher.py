@@ -156,7 +156,8 @@ class Launcher(launch.Launcher):
         budget.check(self.step, config, ops.ab, ops.c, operands.capability(a.device))
         swapped = bool(getattr(config, "swap_ab", False))
         if swapped:  # Dᵀ = Bᵀ·Aᵀ, checked again as the kernel will see it (the transposed views)
-            a, b, c = b.t(), a.t(), c.t()
+            a, b = b.t(), a.t()
+            c = c.t()
             source, aux = (None if t is None else t.t() for t in (source, aux))
             fused = epilogue.transposed(fused)
             ops = operands.check(a, b, c, step=self.step, vector=self.vector, min_cc=self.min_cc, fp8=self.fp8,
