@@ -208,10 +208,10 @@ def measure_winners(shapes: list[tuple[int, int, int]], dtype: str = "bfloat16",
                     say: Callable[[str], object] | None = None) -> dict[str, dict[str, Any]]:
     """Race `cutecourse.kernels.gemm.winners.CANDIDATES` on each of `shapes` (M, N, K) in `dtype` on this GPU, as
     ``nn.Linear`` multiplies (both operands K-major): each candidate checked against float64 torch (a wrong or
-    refused one is skipped and said; swap-AB ones only up to `winners.SWAP_AB_ROWS` rows), the right ones timed with
-    torch.matmul in `cutecourse.bench.settled_rounds`.
-    Returns {shape class: the fastest's entry} and, when `write`, merges them into the shipped table
-    (`winners.store`) under this GPU's arch; a class measured twice keeps the larger problem's winner."""
+    refused one is skipped and said; swap-AB ones run only up to `winners.SWAP_AB_ROWS` rows: `winners.raced`), the
+    right ones timed with torch.matmul in `cutecourse.bench.settled_rounds`. Returns {shape class: the fastest's
+    entry} and, when `write`, merges them into the shipped table (`winners.store`) under this GPU's arch; a class
+    measured twice keeps the larger problem's winner."""
     import datetime
 
     import torch
@@ -238,8 +238,8 @@ def measure_winners(shapes: list[tuple[int, int, int]], dtype: str = "bfloat16",
             for step, fields in winners.CANDIDATES:
                 module = importlib.import_module(f"cutecourse.kernels.gemm.{step}")
                 config = module.Config(**fields)
-                if fields.get("swap_ab") and m > winners.SWAP_AB_ROWS:
-                    continue  # tiles of 16 tokens would read W once per 16 rows of x
+                if not winners.raced(fields, m):
+                    continue
                 try:
                     kernels[(step, config)] = bench.checked(f"{m}x{n}x{k} {step}({changes(step, config) or 'default'})",
                                                             module.gemm, config, a, b, c, say=lambda line: None)

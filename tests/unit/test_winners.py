@@ -95,3 +95,12 @@ def test_measuring_winners_needs_a_hopper_gpu():
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="none is visible here"):
             tuning.measure_winners([(128, 128, 128)])
+
+
+def test_the_race_runs_swap_ab_only_on_problems_of_few_rows():
+    swapped = [fields for _, fields in winners.CANDIDATES if fields.get("swap_ab")]
+    assert len(swapped) == 2 and all(fields["tile_n"] == 16 for fields in swapped)
+    for fields in swapped:
+        assert winners.raced(fields, 1) and winners.raced(fields, winners.SWAP_AB_ROWS)
+        assert not winners.raced(fields, winners.SWAP_AB_ROWS + 1)
+    assert all(winners.raced(fields, 8192) for _, fields in winners.CANDIDATES if not fields.get("swap_ab"))

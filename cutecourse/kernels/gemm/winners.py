@@ -49,6 +49,13 @@ CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
 SWAP_AB_ROWS = 64
 
 
+def raced(fields: dict[str, Any], m: int) -> bool:
+    """Whether the race runs the candidate with these Config fields on a problem of `m` rows: swap-AB only up to
+    `SWAP_AB_ROWS` (its tiles of 16 tokens would read W once per 16 rows of x), every other candidate always (one a
+    launcher refuses is skipped by the race, and said)."""
+    return not fields.get("swap_ab") or m <= SWAP_AB_ROWS
+
+
 #: The shapes the table is raced on and `benchmarks/gemm_shapes.py` times (issue 34's suite), as ``y = x @ W.t()``
 #: with x (M, K) and the weights W (N, K): big squares, LLM layers at M = 128 to 8192, a skinny and a deep-K problem,
 #: then the decode-sized M of `DECODE_M` against each of the three LLM layers' weights (`WEIGHTS`).
