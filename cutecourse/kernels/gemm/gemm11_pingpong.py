@@ -359,7 +359,8 @@ def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32,
     tma_atom_c, tma_tensor_c = cpasync.make_tiled_tma_atom(cpasync.CopyBulkTensorTileS2GOp(), mC,
                                                            cute.slice_(sC_layout, (None, None, 0)), epi_tile)
     # Registers -> sC: stmatrix (16-bit C) or plain stores (fp32 C), in the accumulators' layout; a column-major C
-    # (swap-AB's Cᵀ) takes stmatrix.trans, which writes each 8 × 8 matrix transposed.
+    # (swap-AB's Cᵀ) takes stmatrix.trans, which writes each 8 × 8 matrix transposed. The store op (the first atom)
+    # is the instruction; the second only tiles it over the accumulators, and its flag is kept the same.
     trans = c_layout.is_m_major_c()
     tiled_copy_r2s = cute.make_tiled_copy_S(
         sm90.get_smem_store_op(c_layout, c_type, cutlass.Float32),
