@@ -211,8 +211,8 @@ def main() -> None:
         writer = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(rows)
-    print(bench.table(plain))  # the extras' rows (their own torch.matmul's epilogue is "none" too, with no "data")
-    # are in the CSV and the geomeans
+    # The extras' rows (their torch.matmul's epilogue is "none" too, with no "data") are in the CSV and the geomeans.
+    print(bench.table(plain))
     print("\n".join(f"{r['dtype']} {r['M']}×{r['N']}×{r['K']}: cutecourse.gemm ran {r['ran']}" for r in plain
                     if r.get("ran")))
     print("\n".join(geomeans(rows)))

@@ -2,7 +2,8 @@
 reduction as the package launches them (the reduction launched while the GEMM runs, waiting in griddepcontrol.wait),
 against the same kernels launched one behind the other (a copy of `cutecourse.kernels.gemm.splitk` with
 ``use_pdl=True`` and the wait taken out), on the shipped table's split picks, with torch.matmul, settled and
-interleaved (`cutecourse.bench.settled_rounds`). Needs an sm_90 GPU.
+interleaved (`cutecourse.bench.settled_rounds`). Needs an sm_90 GPU. The 2026-12-06 run (H100) timed the H100
+table's picks, 16 × 4096 × 14336 (S = 4) and 1024 × 1024 × 16384 (S = 2).
 
     python benchmarks/splitk_launch.py [--rounds 5] [--settle-ms 200] [--dtypes bfloat16 float16]
 """
@@ -15,8 +16,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-#: The problems whose shape class the shipped table (sm_90) gives a split Config: the deep K of few tiles.
-PROBLEMS = [(16, 4096, 14336), (1024, 1024, 16384)]
 #: The PDL lines of splitk.py, and what the serial launch has instead.
 EDITS = [("    cute.arch.griddepcontrol_wait()\n", ""), (", use_pdl=True)", ")")]
 
@@ -39,7 +38,7 @@ def serial_launcher():
     sys.modules[name] = module
     spec.loader.exec_module(module)
     return module.Launcher(step.host, step.Config, vector=True, min_cc=90, for_device=launcher.for_device,
-                           epilogue=True, fp8=True)
+                           epilogue=True, fp8=True, column_major_out=True)
 
 
 def main() -> None:
@@ -61,18 +60,20 @@ def main() -> None:
     print("| dtype | problem | Config | kernel | µs | × torch.matmul | SM MHz | W |\n|---|---|---|---|---|---|---|---|")
     with bench.Clocks() as clocks:
         for dtype in args.dtypes:
-            for m, n, k in PROBLEMS:
-                entry = winners.lookup("sm_90", dtype, m, n, k)
-                config = step.Config(**entry["config"]) if entry and entry["config"].get("splits", 1) > 1 else \
-                    step.Config(tile_m=64, splits=4, cluster_m=1, cluster_n=2)
+            # the problems the shipped table (sm_90) gives a split Config: the deep K of few tiles
+            splits = [e for e in winners.table()["sm_90"][dtype].values() if e["config"].get("splits", 1) > 1]
+            for entry in splits:
+                m, n, k = entry["shape"]
+                config = step.Config(**entry["config"])
                 a, b, c = bench.operands(m, n, k, dtype)
                 kernels = {"torch.matmul": lambda i, a=a, b=b, c=c: torch.matmul(a, b, out=c),
                            "split-K, PDL": bench.checked("PDL", step.gemm, config, a, b, c, say=lambda s: None),
                            "split-K, serial": bench.checked("serial", serial, config, a, b, c, say=lambda s: None)}
                 times, power = bench.settled_rounds(kernels, args.rounds, args.settle_ms, clocks)
+                picked = f"splits={config.splits}" + (", swap-AB" if config.swap_ab else "")
                 for name, r in bench.summary(times, power, 2 * m * n * k).items():
-                    print(f"| {dtype} | {m}×{n}×{k} | splits={config.splits} | {name} | {r['ms'] * 1e3:.1f} | "
-                          f"{r['ratio']:.3f} | {r['sm_mhz']} | {r['watts']} |", flush=True)
+                    print(f"| {dtype} | {m}×{n}×{k} | {picked} | {name} | {r['ms'] * 1e3:.1f} | {r['ratio']:.3f} | "
+                          f"{r['sm_mhz']} | {r['watts']} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -236,10 +236,10 @@ def measure_winners(shapes: list[tuple[int, int, int]], dtype: str = "bfloat16",
             a, b, c = bench.operands(m, n, k, dtype, majors=("k", "k"))
             kernels: dict[Any, Callable[[int], object]] = {"torch.matmul": lambda i: torch.matmul(a, b, out=c)}
             for step, fields in winners.CANDIDATES:
-                module = importlib.import_module(f"cutecourse.kernels.gemm.{step}")
-                config = module.Config(**fields)
                 if not winners.raced(fields, m):
                     continue
+                module = importlib.import_module(f"cutecourse.kernels.gemm.{step}")
+                config = module.Config(**fields)
                 try:
                     kernels[(step, config)] = bench.checked(f"{m}x{n}x{k} {step}({changes(step, config) or 'default'})",
                                                             module.gemm, config, a, b, c, say=lambda line: None)

@@ -161,7 +161,7 @@ class Launcher(launch.Launcher):
             source, aux = (None if t is None else t.t() for t in (source, aux))
             fused = epilogue.transposed(fused)
             ops = operands.check(a, b, c, step=self.step, vector=self.vector, min_cc=self.min_cc, fp8=self.fp8,
-                                 out="d", column_major_out=True)
+                                 out="d", column_major_out=self.column_major_out)
         tensors = {"source": source, "bias": bias, "aux": aux} if self.fuses else {}
         compiled = self.kernel((ops, config, fused), a, b, c, stream=launch.current_stream(), **tensors)
         # The bare TVM FFI function: the DSL's wrapper around it would walk the arguments in Python for pointer

@@ -163,7 +163,6 @@ class Kernels:
     gemm: Any
     reduce: Any
     splits: int
-    c_major: str = "n"  # D's, and so the workspace's: "m" for swap-AB's column-major Dᵀ
 
     def __tvm_ffi_object__(self) -> Kernels:  # what the base launcher asks a compiled kernel for
         return replace(self, gemm=self.gemm.__tvm_ffi_object__(), reduce=self.reduce.__tvm_ffi_object__())
@@ -187,13 +186,13 @@ class Launcher(launcher.Launcher):
         # The split GEMM does not depend on D's dtype or the epilogue: one compile serves every reduction.
         partial = (replace(ops, c="float32"), config)
         if partial not in self.partials:
-            slice0 = torch.empty(c.shape, dtype=torch.float32, device="meta")  # the workspace's slice 0, to compile
-            if ops.c_major == "m":
-                slice0 = torch.empty(c.shape[::-1], dtype=torch.float32, device="meta").t()
+            # The workspace's slice 0, to compile, in D's major (swap-AB's Dᵀ is column-major).
+            slice0 = torch.empty(c.shape, dtype=torch.float32, device="meta") if ops.c_major == "n" else \
+                torch.empty(c.shape[::-1], dtype=torch.float32, device="meta").t()
             self.partials[partial] = launcher.compile_for(self.host, config, partial[0], a, b, slice0, stream,
                                                           options=launcher.TVM_FFI, fused=epilogue.PLAIN)
         reduce = compile_reduction(ops, config.splits, fused, c, stream, options=launcher.TVM_FFI, **tensors)
-        return Kernels(self.partials[partial], reduce, config.splits, ops.c_major)
+        return Kernels(self.partials[partial], reduce, config.splits)
 
     def plan(self, a: Any, b: Any, c: Any, config: Any, epilogue_: Any = None, alpha: Any = 1.0, beta: Any = 0.0,
              source: Any = None, bias: Any = None, aux: Any = None) -> launcher.Plan | None:
@@ -229,5 +228,6 @@ class Launcher(launcher.Launcher):
         extents, the stream's handle, alpha and beta): the partial products into the workspace, then the reduction
         into D."""
         w = self.workspace(device, stream, kernels.splits * m * n).data_ptr()
-        kernels.gemm(pa, pb, w, m, n, k, lda, ldb, n if kernels.c_major == "n" else m, stream, w, w, w, 1.0, 0.0)
+        # The split GEMM lays the workspace out itself (`workspace`, in D's major): the ldc it is passed is not read.
+        kernels.gemm(pa, pb, w, m, n, k, lda, ldb, n, stream, w, w, w, 1.0, 0.0)
         kernels.reduce(w, pd, m, n, ldd, stream, src, bias, aux, alpha, beta)
