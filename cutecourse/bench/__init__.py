@@ -115,9 +115,14 @@ class Clocks:
         self.close()
 
 
+def _field_value(text: str) -> int | bool | str:
+    """A Config field's value as written after ``=`` in a variant: a whole number, True or False, or the text."""
+    return int(text) if text.isdigit() else {"True": True, "False": False}.get(text, text)
+
+
 def kernels_to_time(steps: list[int], variants: list[str]) -> dict[str, tuple]:
-    """{name: (launcher, Config)} for the steps' default Configs and the `--variants` ("9:epi_n=64,stages=3"; a
-    kernel beside the ladder by its name, "gemv" or "gemv:warps=8")."""
+    """{name: (launcher, Config)} for the steps' default Configs and the `--variants` ("9:epi_n=64,stages=3",
+    "11:swap_ab=True,tile_n=16,epi_n=16"; a kernel beside the ladder by its name, "gemv" or "gemv:warps=8")."""
     for number in steps:
         if not 1 <= number <= len(GEMM_STEPS):
             raise SystemExit(f"step {number}: the GEMM steps are 1-{len(GEMM_STEPS)}")
@@ -135,7 +140,7 @@ def kernels_to_time(steps: list[int], variants: list[str]) -> dict[str, tuple]:
         changes = dict(f.split("=") for f in fields.split(",")) if fields else {}
         name = f"{step}({fields})" if fields else step
         try:
-            config = module.Config(**{key: int(value) if value.isdigit() else value for key, value in changes.items()})
+            config = module.Config(**{key: _field_value(value) for key, value in changes.items()})
         except (TypeError, ValueError) as exc:  # a field the Config lacks, or a value it refuses
             raise SystemExit(f"--variants {spec}: {exc}. {step}.Config's fields are "
                              f"{', '.join(module.Config.__dataclass_fields__)}") from None

@@ -42,6 +42,10 @@ def test_the_kernel_specs_name_a_malformed_variant_and_the_form_they_want():
     assert list(bench.kernels_to_time([10], ["10:epi_n=64,stages=3"])) == [
         "gemm10_multicast", "gemm10_multicast(epi_n=64,stages=3)"]
     assert list(bench.kernels_to_time([], ["gemv", "gemv:warps=8"])) == ["gemv", "gemv(warps=8)"]
+    (_, swapped), = bench.kernels_to_time([], ["11:swap_ab=True,tile_n=16,epi_n=16"]).values()
+    assert swapped.swap_ab is True and swapped.tile_n == 16  # a bool field is written True or False
+    with pytest.raises(SystemExit, match=r"--variants 11:swap_ab=yes: swap_ab='yes': True .* or False"):
+        bench.kernels_to_time([], ["11:swap_ab=yes"])
     with pytest.raises(SystemExit, match=r"--variants gemv:warps=64: .*warps must be 1 to 32"):
         bench.kernels_to_time([], ["gemv:warps=64"])
 
