@@ -74,6 +74,18 @@ def test_split_k_matches_float64_torch_on_ragged_padded_shapes(pingpong, combo):
     assert not wrong, f"{config}: {len(wrong)} of {len(cases)} wrong:\n" + "\n".join(wrong)
 
 
+def test_split_k_in_a_2_x_2_cluster_matches_too(pingpong):
+    """The race's split candidate of 64-row tiles in a 2 × 2 cluster: a cluster's four CTAs compute the same split
+    of four neighbouring tiles, each k-tile of A multicast along the cluster's row and of B along its column, on
+    ragged shapes whose last clusters stick out of D."""
+    module, _ = pingpong
+    config = module.Config(tile_m=64, cluster_m=2, cluster_n=2, splits=SPLITS)
+    for combo in COMBOS:
+        cases = split_shapes(10 + COMBOS.index(combo), 6, SPLITS)
+        wrong = split_failures(module.gemm, config, combo, cases)
+        assert not wrong, f"{config}: {len(wrong)} of {len(cases)} wrong:\n" + "\n".join(wrong)
+
+
 def test_the_fused_epilogue_runs_after_the_reduction(pingpong):
     """D = GELU(alpha · Σ_s W[s] + beta · C + bias) and aux = its argument, for the bf16 M-major combo whose split
     GEMM the test above compiled (the epilogue only changes the reduction)."""
