@@ -109,7 +109,7 @@ VARIANTS = {
         tile_m=256, tile_n=128, cluster_m=1, cluster_n=2, epi_n=32, epi_stages=2),
                          "cluster 1 x 1: no multicast": dict(cluster_m=1)},
     "gemm11_pingpong": {"128 x 64 tiles, cluster 1 x 2": dict(tile_n=64, cluster_m=1, cluster_n=2),
-                        # the race's 2 x 2 clusters: A multicast along each cluster row and B along each column
+                        # a 2 x 2 cluster: A multicast along each cluster row and B along each column
                         "64 x 64 tiles, cluster 2 x 2": dict(tile_m=64, tile_n=64, cluster_m=2, cluster_n=2)},
 }
 

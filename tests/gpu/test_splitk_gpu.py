@@ -75,7 +75,7 @@ def test_split_k_matches_float64_torch_on_ragged_padded_shapes(pingpong, combo):
 
 
 def test_split_k_in_a_2_x_2_cluster_matches_too(pingpong):
-    """The race's split candidate of 64-row tiles in a 2 × 2 cluster: a cluster's four CTAs compute the same split
+    """Split-K with 64-row tiles in a 2 × 2 cluster: a cluster's four CTAs compute the same split
     of four neighbouring tiles, each k-tile of A multicast along the cluster's row and of B along its column, on
     ragged shapes whose last clusters stick out of D."""
     module, _ = pingpong
