@@ -2,8 +2,8 @@
 reduction as the package launches them (the reduction launched while the GEMM runs, waiting in griddepcontrol.wait),
 against the same kernels launched one behind the other (a copy of `cutecourse.kernels.gemm.splitk` with
 ``use_pdl=True`` and the wait taken out), on the shipped table's split picks, with torch.matmul, settled and
-interleaved (`cutecourse.bench.settled_rounds`). Needs an sm_90 GPU. The 2026-12-06 run (H100) timed the H100
-table's picks, 16 × 4096 × 14336 (S = 4) and 1024 × 1024 × 16384 (S = 2).
+interleaved (`cutecourse.bench.settled_rounds`). Needs an sm_90 GPU. Which problems a run timed, and on which
+table, is in benchmarks/RESULTS.md.
 
     python benchmarks/splitk_launch.py [--rounds 5] [--settle-ms 200] [--dtypes bfloat16 float16]
 """
