@@ -17,10 +17,12 @@ def per_vector(coords: cute.Tensor, shape: cute.Shape, vector: int) -> cute.Tens
     return per_vector_if(coords, vector, lambda c: cute.elem_less(c, shape))
 
 
-def per_vector_if(coords: cute.Tensor, vector: int, inside: Callable[[Any], Any]) -> cute.Tensor:
-    """`per_vector` with any test of the first element's coordinate, e.g. ``lambda c: (c[0] < M) & (c[1] >= 0)``."""
+def per_vector_if(coords: cute.Tensor, vector: int, inside: Callable[[Any], Any],
+                  dtype: Any = cutlass.Boolean) -> cute.Tensor:
+    """`per_vector` with any test of the first element's coordinate, e.g. ``lambda c: (c[0] < M) & (c[1] >= 0)``; or,
+    with another `dtype`, any value of it (e.g. an Int32 count per vector)."""
     atoms = cute.size(coords, mode=[0]) // vector
-    pred = cute.make_rmem_tensor(cute.make_layout((atoms, *coords.shape[1:])), cutlass.Boolean)
+    pred = cute.make_rmem_tensor(cute.make_layout((atoms, *coords.shape[1:])), dtype)
     grouped = cute.group_modes(coords, 1, cute.rank(coords))  # (values of one step, every step of this thread)
     for i in range(cute.size(pred)):  # a plain helper is not rewritten by the DSL: this loop unrolls at trace time
         pred[i] = inside(grouped[((i % atoms) * vector, i // atoms)])

@@ -4,7 +4,11 @@ outputs poisoned with NaN (padding included), against float64 torch; a fused epi
 alpha, aux) after the reduction; two calls bitwise equal, on one workspace; `cutecourse.gemm` choosing splits on a
 128 × 6144 × 4096 problem and being right. Kernels broken in the split (every split loads the first share of K, every
 partial lands in slice 0, the reduction skips the last slice, the reduction does not wait for the GEMM it is
-launched beside) fail the same checks. Compiles dominate the time: the cases share four Configs' kernels."""
+launched beside) fail the same checks. Stream-K (``Config(stream_k=True)``) the same way, with every workspace slice
+poisoned with NaN before each call, so a reduction that reads a slice no piece of its tile wrote fails: on ragged
+shapes of one to many tiles a cluster, in 64-row tiles in a 2 × 1 cluster, with swap-AB, with the fused epilogue,
+bitwise twice; broken, its pieces in the wrong slices or the reduction adding every slice, it fails. Compiles
+dominate the time: the cases share a few Configs' kernels."""
 
 import math
 import random
@@ -171,6 +175,108 @@ def test_a_broken_split_fails_the_check(what, tmp_path):
         config = broken.Config(splits=SPLITS)
     cases = split_shapes(11, 3, SPLITS)
     assert split_failures(gemm, config, COMBOS[1], cases), f"split-K with {what} passed the check: it cannot fail"
+
+
+@pytest.fixture
+def poisoned_workspace(monkeypatch):
+    """Every workspace a launcher hands `run` is filled with NaN first: a slice the GEMM did not write reads NaN."""
+
+    def poison(gemm):
+        original = gemm.workspace
+
+        def workspace(device, stream, elements):
+            buffer = original(device, stream, elements)
+            buffer.fill_(float("nan"))  # on torch's current stream, the one the call launches on
+            return buffer
+
+        monkeypatch.setattr(gemm, "workspace", workspace)
+        return gemm
+
+    return poison
+
+
+def stream_shapes(seed, count):
+    """`count` random ragged (M, N, K, pads) for stream-K; the first cases: one tile of 2 k-tiles (the 66 clusters
+    of an H200 get one k-tile or none: the grid shrinks to 2), one tile of a deep K (every cluster a piece of it), and
+    96 tiles of 16 k-tiles (shares that cross tiles)."""
+    return [(8, 8, 72, (8, 8, 8)), (64, 136, 9000, (8, 16, 8)), (1536, 1024, 1000, (8, 64, 16))] + split_shapes(
+        seed, count, SPLITS)[3:]
+
+
+STREAM_K = {"128 x 128 tiles, 2 x 1 cluster": {"stream_k": True},
+            "64 x 64 tiles, 2 x 1 cluster": {"stream_k": True, "tile_m": 64, "tile_n": 64}}
+
+
+@pytest.mark.parametrize("variant", list(STREAM_K))
+def test_stream_k_matches_float64_torch_on_ragged_padded_shapes(pingpong, poisoned_workspace, variant):
+    module, _ = pingpong
+    gemm = poisoned_workspace(module.gemm)
+    config = module.Config(**STREAM_K[variant])
+    for combo in COMBOS:
+        cases = stream_shapes(20 + COMBOS.index(combo), 8)
+        wrong = split_failures(gemm, config, combo, cases)
+        assert not wrong, f"{config}: {len(wrong)} of {len(cases)} wrong:\n" + "\n".join(wrong)
+
+
+def test_stream_k_with_swap_ab_and_the_fused_epilogue(pingpong, poisoned_workspace):
+    """Swap-AB's Dᵀ in stream-K pieces (a column-major workspace) for x of 1-64 rows, and the fused epilogue after a
+    stream-K reduction."""
+    module, _ = pingpong
+    gemm = poisoned_workspace(module.gemm)
+    swapped = module.Config(stream_k=True, swap_ab=True, tile_m=64, tile_n=16, epi_n=16, cluster_m=1)
+    rng = random.Random(5)
+    cases = [(rng.choice([1, 8, 16, 40, 64]), 8 * rng.randrange(1, 300), 8 * rng.randrange(8, 1200),
+              (8, 16, 8)) for _ in range(6)]
+    wrong = split_failures(gemm, swapped, (torch.bfloat16, torch.bfloat16, "k", "k"), cases)
+    assert not wrong, f"{swapped}: {len(wrong)} of {len(cases)} wrong:\n" + "\n".join(wrong)
+    config = module.Config(stream_k=True)
+    epi = epilogue.Epilogue("gelu_tanh", bias="n", aux=True)
+    for m, n, k, pads in stream_shapes(8, 5):
+        a, b, d, buffer = strides.operands(m, n, k, (torch.float16, torch.float16, "m", "n"), pads)
+        problems = epilogue_gpu.fused_problems(lambda *args, **kw: gemm(*args, config, **kw), a, b, d, buffer, epi)
+        wrong += [f"{(m, n, k)} pads {pads}: " + "; ".join(problems)] if problems else []
+    assert not wrong, "\n".join(wrong)
+
+
+def test_two_stream_k_calls_are_bitwise_equal(pingpong):
+    module, _ = pingpong
+    a, b, d, _ = strides.operands(256, 1016, 14000, COMBOS[1], (8, 8, 8))  # 8 tiles: pieces from many clusters
+    results = []
+    for _ in range(2):
+        d.fill_(float("nan"))
+        module.gemm(a, b, d, module.Config(stream_k=True))
+        torch.cuda.synchronize()
+        results.append(d.clone())
+    assert strides.tolerances.within_bounds(results[0], a, b) is None
+    assert torch.equal(results[0], results[1]), "two stream-K calls on the same inputs differ"
+
+
+#: what is broken in stream-K -> (module, its edits): each must make the stream-K check fail.
+BROKEN_STREAM_K = {
+    "a piece's slice is its place in its CTA's share, not in its tile": ("gemm11_pingpong", [
+        ("gC[(None, None, tm, tn, split)]", "gC[(None, None, tm, tn, work // work_stride)]")]),
+    "the reduction adds every slice, written or not": ("splitk", [
+        ("present[i] = pred[i] & (s < pieces[i])", "present[i] = pred[i]")]),
+    "the reduction counts the pieces on a row-major raster": ("splitk", [
+        ("work = first_row * clusters_n + col * rows + row - first_row", "work = row * clusters_n + col")]),
+}
+
+
+@pytest.mark.parametrize("what", list(BROKEN_STREAM_K))
+def test_a_broken_stream_k_fails_the_check(what, tmp_path, poisoned_workspace):
+    from cutecourse.kernels.gemm import gemm11_pingpong as step
+
+    strides.runnable("gemm11_pingpong")
+    name, edits = BROKEN_STREAM_K[what]
+    broken = gemm_gpu.variant(name, edits, tmp_path)
+    if name == "splitk":  # step 11's host and Config, launched by the broken reduction's launcher
+        gemm, config = broken.Launcher(step.host, step.Config, vector=True, min_cc=90, for_device=launcher.for_device,
+                                       epilogue=True, fp8=True), step.Config(stream_k=True)
+    else:
+        gemm, config = broken.gemm, broken.Config(stream_k=True)
+    cases = stream_shapes(21, 3) + [(2048, 384, 1000, (8, 8, 8))]  # 16 cluster rows: two groups of the raster
+    assert split_failures(poisoned_workspace(gemm), config, COMBOS[1], cases), \
+        f"stream-K with {what} passed the check: it cannot fail"
 
 
 def test_the_k_tiles_refusal_names_splits_on_the_gpu(pingpong):

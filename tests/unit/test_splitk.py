@@ -42,6 +42,60 @@ def test_k_share_gives_each_split_a_contiguous_share_differing_by_at_most_one():
     assert splitk.k_share(17, 40, 64, 1) == (17, 0, 0, 64)  # no split: the unit is the tile, all of K
 
 
+def stream_units_of(cta, ctas, tiles, k_tiles):
+    """CTA `cta`'s stream-K work units, as the kernel's persistent loop walks them."""
+    return [splitk.stream_share(work, ctas, tiles, k_tiles)
+            for work in range(cta, splitk.stream_units(cta, ctas, tiles, k_tiles), ctas)]
+
+
+@pytest.mark.parametrize("tiles, k_tiles, fit", [(1, 1, 66), (1, 7, 66), (3, 5, 4), (2, 16, 66), (5, 64, 66),
+                                                 (48, 64, 66), (130, 3, 132), (7, 1000, 57), (64, 256, 132)])
+def test_stream_k_shares_cover_every_k_tile_once_in_equal_shares_with_each_tiles_pieces_in_k_order(tiles, k_tiles,
+                                                                                                    fit):
+    ctas = splitk.stream_ctas(tiles, k_tiles, fit)
+    assert ctas == min(fit, tiles * k_tiles, tiles * (splitk.MAX_SPLITS - 1))
+    covered = {}  # (tile, k-tile) -> (CTA, slice)
+    for cta in range(ctas):
+        units = stream_units_of(cta, ctas, tiles, k_tiles)
+        assert all(count >= 1 for _, _, _, count in units), units
+        assert sum(count for _, _, _, count in units) in (tiles * k_tiles // ctas, -(-tiles * k_tiles // ctas))
+        for tile, piece, first, count in units:
+            for kt in range(first, first + count):
+                assert (tile, kt) not in covered
+                covered[tile, kt] = (cta, piece)
+    assert len(covered) == tiles * k_tiles
+    for tile in range(tiles):
+        first, pieces = splitk.stream_pieces(tile, ctas, tiles, k_tiles)
+        order = [covered[tile, kt] for kt in range(k_tiles)]
+        assert order == sorted(order) and {p for _, p in order} == set(range(pieces)), order
+        assert order[0][0] == first
+    assert splitk.stream_slices(tiles, k_tiles, ctas) <= splitk.MAX_SPLITS
+    # past a CTA's last unit there is nothing: the consumer's skip over the other warpgroup's unit is 0
+    assert splitk.stream_share(splitk.stream_units(0, ctas, tiles, k_tiles), ctas, tiles, k_tiles)[3] == 0
+
+
+def test_a_tile_is_cut_into_at_most_max_splits_pieces():
+    """The grid's cap of MAX_SPLITS - 1 clusters a tile bounds the workspace's slices, on every small problem."""
+    worst = max(splitk.stream_slices(tiles, k_tiles, splitk.stream_ctas(tiles, k_tiles, fit))
+                for tiles in range(1, 9) for k_tiles in range(1, 130) for fit in (57, 66, 132))
+    assert splitk.MAX_SPLITS - 1 <= worst <= splitk.MAX_SPLITS  # one tile of 31 or more k-tiles: 31 pieces
+
+
+def test_the_stream_k_config_and_launcher_refuse_what_they_cannot_run():
+    with pytest.raises(ValueError, match=r"^stream_k=1: True \(equal shares of all k-tiles, `splitk`\) or False"):
+        Config(stream_k=1)
+    a, b, d = operands_of(64, 64, 136, torch.float16, torch.float32)
+    with pytest.raises(ValueError, match=r"^Config\(stream_k=True, splits=2\): stream-K sets the splits itself, "
+                                         r"from the problem's shape; pass splits=1"):
+        gemm11_pingpong.gemm(a, b, d, Config(stream_k=True, splits=2))
+    with pytest.raises(ValueError, match=r"a is on cpu"):  # a stream-K Config passes on to the usual checks
+        gemm11_pingpong.gemm(a, b, d, Config(stream_k=True))
+    a, b = torch.empty(2**15, 2**16, device="meta"), torch.empty(2**16, 2**15, device="meta")
+    with pytest.raises(ValueError, match=r"^stream_k=True: 32768 tiles of 1024 k-tiles on 66 clusters overflow the "
+                                         r"kernels' 32-bit share arithmetic; pass stream_k=False"):
+        gemm11_pingpong.gemm(a, b, torch.empty(2**15, 2**15, device="meta"), Config(stream_k=True))
+
+
 @pytest.mark.parametrize("splits", [0, -1, 1.5, True, "2", splitk.MAX_SPLITS + 1])
 def test_the_config_refuses_splits_that_are_no_count_of_k_shares(splits):
     with pytest.raises(ValueError, match=rf"^splits={splits!r}: give the number of K shares, an int from 1"):
@@ -72,10 +126,12 @@ def compile_gemm(config, a, b, c_dtype, options=""):
 
 @pytest.fixture(scope="module")
 def split_gemm():
-    """The split GEMM (3 splits) and the default Config, compiled for a ragged bf16 problem: (compiled, PTX) each."""
+    """The split GEMM (3 splits), the default Config and stream-K (3 slices, as the launcher sets them), compiled for
+    a ragged bf16 problem: (compiled, PTX) each."""
     a, b, _ = operands_of(200, 136, 1000)
     kept = {}
-    for name, config, c_dtype in (("split", Config(splits=3), torch.float32), ("default", Config(), torch.bfloat16)):
+    for name, config, c_dtype in (("split", Config(splits=3), torch.float32), ("default", Config(), torch.bfloat16),
+                                  ("stream", Config(stream_k=True, splits=3), torch.float32)):
         kept[name] = ptx.compiled_with_ptx(lambda options, config=config, c_dtype=c_dtype: compile_gemm(
             config, a, b, c_dtype, options), ARCH)
     return kept
@@ -86,10 +142,11 @@ STORE_2D = "cp.async.bulk.tensor.2d.global.shared::cta"
 
 
 def test_the_split_gemm_stores_its_partial_tiles_into_the_workspace_by_a_3d_tma_store(split_gemm):
-    split, default = split_gemm["split"][1], split_gemm["default"][1]
-    assert ptx.count(split, STORE_3D) > 0 and ptx.count(split, STORE_2D) == 0  # (M, N, split) slices of the workspace
+    split, default, stream = split_gemm["split"][1], split_gemm["default"][1], split_gemm["stream"][1]
+    for partial in (split, stream):  # (M, N, slice) slices of the workspace
+        assert ptx.count(partial, STORE_3D) > 0 and ptx.count(partial, STORE_2D) == 0
     assert ptx.count(default, STORE_2D) > 0 and ptx.count(default, STORE_3D) == 0
-    for code in (split, default):  # the rest of the step: wgmma fed by multicast TMA, the pingpong turns
+    for code in (split, default, stream):  # the rest of the step: wgmma fed by multicast TMA, the pingpong turns
         assert ptx.count(code, "wgmma.mma_async") > 0 and "multicast::cluster" in code and ptx.count(code, "bar.arrive")
 
 
@@ -123,7 +180,7 @@ REDUCTIONS = [
 ]
 
 
-def reduction_ptx(d_dtype, fused, splits, options=""):
+def reduction_ptx(d_dtype, fused, splits, options="", stream_k=None):
     m, n = 200, 136
     d = torch.empty(m, n, dtype=d_dtype)
     ops = operands.traits(torch.empty(m, 64, dtype=torch.bfloat16), torch.empty(64, n, dtype=torch.bfloat16), d,
@@ -134,7 +191,7 @@ def reduction_ptx(d_dtype, fused, splits, options=""):
     tensors = {"source": torch.empty(m, n, dtype=d_dtype) if fused.source else None, "bias": bias,
                "aux": torch.empty(m, n, dtype=d_dtype) if fused.epilogue.aux else None}
     return ptx.compiled_with_ptx(lambda opts: splitk.compile_reduction(
-        ops, splits, fused, d, make_fake_stream(), options=f"{opts} {options}", **tensors), ARCH)
+        ops, splits, fused, d, make_fake_stream(), options=f"{opts} {options}", stream_k=stream_k, **tensors), ARCH)
 
 
 @pytest.mark.parametrize("d_dtype, fused", REDUCTIONS, ids=lambda x: str(x).removeprefix("torch.")[:60])
@@ -156,10 +213,13 @@ def test_the_reduction_adds_each_further_slice_once_per_value_and_nothing_is_ato
     """S - 1 fp32 adds per value, in registers, and no atomic anywhere (a float atomic's sum depends on arrival
     order, so its result is not bitwise reproducible)."""
     for splits in (3, 5):
-        code = reduction_ptx(torch.float32, epilogue.PLAIN, splits)[1]
-        assert ptx.census(code)["add.f32"] == (splits - 1) * 16  # 16 values a thread
-        assert not any(op.startswith(("atom", "red.")) for op in ptx.census(code))
-    assert not any(op.startswith(("atom", "red.")) for op in ptx.census(split_gemm["split"][1]))
+        for stream_k in (None, Config(stream_k=True, splits=splits)):  # stream-K adds a zero for a missing piece
+            code = reduction_ptx(torch.float32, epilogue.PLAIN, splits, stream_k=stream_k)[1]
+            assert ptx.census(code)["add.f32"] == (splits - 1) * 16  # 16 values a thread
+            assert ptx.count(code, "ld.global.v4") == splits * 4
+            assert not any(op.startswith(("atom", "red.")) for op in ptx.census(code))
+    for name in ("split", "stream"):
+        assert not any(op.startswith(("atom", "red.")) for op in ptx.census(split_gemm[name][1]))
 
 
 def test_the_reduction_launches_while_the_split_gemm_runs_and_waits_before_it_reads_a_partial(split_gemm):
@@ -168,10 +228,12 @@ def test_the_reduction_launches_while_the_split_gemm_runs_and_waits_before_it_re
     and the wait needed is the GPU test's broken reduction, which leaves the wait out and reads stale partials.)"""
     split, default = split_gemm["split"][1], split_gemm["default"][1]
     assert ptx.count(split, "griddepcontrol.launch_dependents") == 1
+    assert ptx.count(split_gemm["stream"][1], "griddepcontrol.launch_dependents") == 1
     assert "griddepcontrol" not in default
-    code = reduction_ptx(torch.bfloat16, epilogue.PLAIN, 3)[1]
-    assert ptx.count(code, "griddepcontrol.wait") == 1 and "launch_dependents" not in code
-    assert code.index("griddepcontrol.wait") < code.index("ld.global")
+    for stream_k in (None, Config(stream_k=True, splits=3)):
+        code = reduction_ptx(torch.bfloat16, epilogue.PLAIN, 3, stream_k=stream_k)[1]
+        assert ptx.count(code, "griddepcontrol.wait") == 1 and "launch_dependents" not in code
+        assert code.index("griddepcontrol.wait") < code.index("ld.global")
 
 
 def test_the_split_plan_calls_both_kernels_tvm_ffi_functions_with_the_base_calls_arguments(monkeypatch):
@@ -196,9 +258,23 @@ def test_the_split_plan_calls_both_kernels_tvm_ffi_functions_with_the_base_calls
             fn()
         signatures.append(str(asked.value))
     assert "host(pA: DataPointer, pB: DataPointer, pC: DataPointer, m: int32" in signatures[0]
-    assert "host(pW: DataPointer, pD: DataPointer, m: int32, n: int32, ldd: int32, stream: Stream" in signatures[1]
+    assert "host(pW: DataPointer, pD: DataPointer, m: int32, n: int32, k: int32, ldd: int32, stream: Stream" in \
+        signatures[1]
     again = gemm.plan(a, b, d, Config(splits=3), epilogue.Epilogue("silu"))  # another epilogue: the same split GEMM
     assert len(gemm.partials) == 1 and again.fn.args[0].reduce is not kernels.reduce
+
+
+def test_the_stream_k_plan_sets_the_slices_from_the_shape(monkeypatch):
+    """200 × 136 in 128 × 128 tiles, 2 × 1 clusters: 2 cluster tiles of 16 k-tiles, 32 iterations on the 32 clusters
+    they can use (of the 66 a 132-SM GPU holds), one each: 16 pieces a tile."""
+    monkeypatch.setattr(operands, "check", lambda a, b, c, **kw: operands.traits(a, b, c, step="x", vector=True))
+    monkeypatch.setattr(operands, "capability", lambda device: 90)
+    monkeypatch.setattr(launch, "current_stream", lambda *args: make_fake_stream())
+    gemm = splitk.Launcher(gemm11_pingpong.host, Config, vector=True, min_cc=90, epilogue=True, fp8=True)
+    a, b, d = operands_of(200, 136, 1000)
+    plan = gemm.plan(a, b, d, Config(stream_k=True, sms=132))
+    assert plan.fn.args[0].splits == splitk.stream_slices(2, 16, 32) == 16
+    assert [config for _, config in gemm.partials] == [Config(stream_k=True, sms=132, splits=16)]
 
 
 def test_the_launch_benchmarks_serial_copy_is_the_reduction_without_pdl():

@@ -79,7 +79,7 @@ def smem_bytes(step: str, config: Any, ab: str, c: str) -> int:
         return _hopper(config, a_bytes, config.tile_m * config.tile_n * c_bytes)
     if step in ("gemm10_multicast", "gemm11_pingpong"):
         consumers = 2 if step == "gemm11_pingpong" else 1  # step 11: an epilogue ring per consumer warpgroup
-        if step == "gemm11_pingpong" and config.splits > 1:  # split-K stores float32 partial sums in its workspace
+        if step == "gemm11_pingpong" and config.partial:  # split-/stream-K: float32 partial sums, a workspace
             c_bytes = _BYTES["float32"]
         return _hopper(config, a_bytes, config.tile_m * config.epi_n * c_bytes * config.epi_stages * consumers)
     raise ValueError(f"step={step!r}: not a GEMM step; the steps are in cutecourse.kernels.gemm.GEMM_STEPS")

@@ -30,13 +30,16 @@ per-tensor scales folded into alpha (`cutecourse.kernels.gemm.fp8`).
 Split-K (``Config(splits=S)``, `cutecourse.kernels.gemm.splitk`), for problems with fewer tiles than SMs and a long K:
 the persistent scheduler's work units become (tile, split) pairs, each storing its float32 partial tile into slice s
 of a workspace, and a second kernel sums the slices in order and applies the fused epilogue; the GEMM lets that
-kernel launch while it runs (``griddepcontrol.launch_dependents``). ``splits=1`` traces none of it: the kernel is the
-one described above.
+kernel launch while it runs (``griddepcontrol.launch_dependents``). Stream-K (``Config(stream_k=True)``) keeps that
+path and changes only the work units: each persistent cluster takes an equal share of all tiles' k-tiles, and its
+units are the pieces of the tiles that share touches. ``splits=1`` without stream-K traces none of it: the kernel is
+the one described above.
 
     gemm(a, b, c)   # c = a @ b; a (M, K), b (K, N) float16/bfloat16 (or fp8); c (M, N) float32/float16/bfloat16
     gemm(a, b, d, epilogue=Epilogue("gelu_tanh", bias="n"), bias=bias)   # d = GELU(a @ b + bias), one kernel
     gemm(a8, b8, d, FP8_CONFIG, alpha=scale_a * scale_b)                    # fp8: d = (sa·a8) @ (sb·b8)
     gemm(a, b, d, Config(splits=4))   # split-K: 4 partial products over K, summed in order by a second kernel
+    gemm(a, b, d, Config(stream_k=True))   # stream-K: every cluster the same number of k-tiles, pieces summed in order
     gemm(x, w.t(), d, Config(swap_ab=True, tile_n=16, epi_n=16))   # swap-AB: dᵀ = w @ xᵀ, x of 16 or fewer rows
 """
 
@@ -78,6 +81,9 @@ class Config:
     epi_stages: int = 2  # shared-memory buffers for epilogue subtiles in flight, per consumer warpgroup
     splits: int = 1  # split-K: each tile's k-tiles in this many shares, each a work unit (`splitk`); 1: no split
     swap_ab: bool = False  # compute Cᵀ = Bᵀ·Aᵀ: M on wgmma's N, tile_n the tile along M (the launcher swaps)
+    # stream-K: every persistent cluster an equal share of all tiles' k-tiles (`splitk.stream_share`); `splits` is then
+    # the workspace's slices, the most pieces of one tile, which the launcher sets from the problem's shape
+    stream_k: bool = False
 
     def __post_init__(self) -> None:
         if self.tile_m not in (64, 128, 256) or self.tile_n % 16 or self.tile_n > 256 or self.tile_n % self.epi_n:
@@ -96,8 +102,15 @@ class Config:
         if not whole or not 1 <= self.splits <= splitk.MAX_SPLITS:
             raise ValueError(f"splits={self.splits!r}: give the number of K shares, an int from 1 (no split-K) to "
                              f"{splitk.MAX_SPLITS}, e.g. Config(splits=2)")
+        if not isinstance(self.stream_k, bool):
+            raise ValueError(f"stream_k={self.stream_k!r}: True (equal shares of all k-tiles, `splitk`) or False")
         if not isinstance(self.swap_ab, bool):
             raise ValueError(f"swap_ab={self.swap_ab!r}: True (compute Cᵀ = Bᵀ·Aᵀ, for a small M) or False")
+
+    @property
+    def partial(self) -> bool:
+        """Whether the GEMM stores float32 partial tiles into `splitk`'s workspace (split-K or stream-K)."""
+        return self.splits > 1 or self.stream_k
 
 
 
@@ -125,15 +138,16 @@ def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAto
             mSrc: cute.Tensor, mBias: cute.Tensor, mAux: cute.Tensor, alpha: cutlass.Float32, beta: cutlass.Float32,
             ab: cutlass.Constexpr, c_type: cutlass.Constexpr, tiler: cutlass.Constexpr, epi_tile: cutlass.Constexpr,
             group_m: cutlass.Constexpr, cluster: cutlass.Constexpr, fused: cutlass.Constexpr,
-            splits: cutlass.Constexpr):
+            splits: cutlass.Constexpr, stream_k: cutlass.Constexpr):
     tile_m, tile_n, tile_k = tiler
+    partial = splits > 1 or stream_k  # float32 partial tiles into the workspace, one slice per split or piece
     cluster_m, cluster_n = cluster
     stages = cute.size(sA_layout, mode=[2])
     epi_stages = cute.size(sC_layout, mode=[2]) // 2  # one sC ring per consumer warpgroup
     tidx, _, _ = cute.arch.thread_idx()
     warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
     warpgroup_idx = warp_idx // WARPGROUP_WARPS
-    if cutlass.const_expr(splits > 1):  # the reduction may launch now; it waits for this grid's end to read
+    if cutlass.const_expr(partial):  # the reduction may launch now; it waits for this grid's end to read
         cute.arch.griddepcontrol_launch_dependents()
     if warp_idx == 0:
         cpasync.prefetch_descriptor(tma_atom_a)
@@ -169,7 +183,7 @@ def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAto
     # group loads its 1/cluster share of the A (B) tile.
     gA = cute.local_tile(mA, (tile_m, tile_k), (None, None))
     gB = cute.local_tile(mB, (tile_n, tile_k), (None, None))
-    gC = cute.local_tile(mC, (tile_m, tile_n), (None,) * cute.rank(mC))  # split-K: a 5th mode, the splits
+    gC = cute.local_tile(mC, (tile_m, tile_n), (None,) * cute.rank(mC))  # split- or stream-K: a 5th mode, slices
     tAsA, tAgA = cpasync.tma_partition(tma_atom_a, cta_n, cute.make_layout(cluster_n), cute.group_modes(sA, 0, 2),
                                        cute.group_modes(gA, 0, 2))
     tBsB, tBgB = cpasync.tma_partition(tma_atom_b, cta_m, cute.make_layout(cluster_m), cute.group_modes(sB, 0, 2),
@@ -189,9 +203,10 @@ def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAto
             write = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, stages)
             work = first_work
             tiles = clusters_m * clusters_n
-            units = tiles * splits  # work units: (tile, split) pairs, each its tile over its split's k-tiles
+            # work units: (tile, split) pairs, each its tile over its split's k-tiles; or stream-K's pieces
+            units = splitk.unit_end(first_work, work_stride, tiles, k_tiles, splits, stream_k)
             while work < units:
-                tile, split, first_k, k_count = splitk.k_share(work, tiles, k_tiles, splits)
+                tile, split, first_k, k_count = splitk.unit_share(work, work_stride, tiles, k_tiles, splits, stream_k)
                 tm, tn = _tile_coord(tile, clusters_m, clusters_n, group_m, cta_m, cta_n, cluster_m, cluster_n)
                 for kt in range(first_k, first_k + k_count):
                     pipe.producer_acquire(write)  # wait for empty[s], then expect stage_bytes on full[s]
@@ -235,13 +250,13 @@ def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAto
         release = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, stages)
         work = first_work + consumer * work_stride
         tiles = clusters_m * clusters_n
-        units = tiles * splits
-        skip = splitk.k_share(first_work, tiles, k_tiles, splits)[3]
+        units = splitk.unit_end(first_work, work_stride, tiles, k_tiles, splits, stream_k)
+        skip = splitk.unit_share(first_work, work_stride, tiles, k_tiles, splits, stream_k)[3]
         read.advance(consumer * skip)  # skip the stages of the work item the other warpgroup takes
         release.advance(consumer * skip)
         tiles_done = cutlass.Int32(0)
         while work < units:
-            tile, split, first_k, k_count = splitk.k_share(work, tiles, k_tiles, splits)
+            tile, split, first_k, k_count = splitk.unit_share(work, work_stride, tiles, k_tiles, splits, stream_k)
             tm, tn = _tile_coord(tile, clusters_m, clusters_n, group_m, cta_m, cta_n, cluster_m, cluster_n)
 
             # Mainloop: keep one k-tile of wgmma in flight; release a stage once the wgmma reading it retired.
@@ -273,13 +288,13 @@ def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAto
             warpgroup.wait_group(0)
             pipe.consumer_release(release)
             release.advance()
-            skip = splitk.k_share(work + work_stride, tiles, k_tiles, splits)[3]
+            skip = splitk.unit_share(work + work_stride, work_stride, tiles, k_tiles, splits, stream_k)[3]
             read.advance(skip)  # the other warpgroup's next work item
             release.advance(skip)
 
             # Epilogue: subtile j holds values [j·slab_values, (j+1)·slab_values) of each slab of every thread; it
             # goes through buffer buf of this warpgroup's sC ring.
-            tile_c = gC[(None, None, tm, tn, split)] if cutlass.const_expr(splits > 1) else gC[(None, None, tm, tn)]
+            tile_c = gC[(None, None, tm, tn, split)] if cutlass.const_expr(partial) else gC[(None, None, tm, tn)]
             gC_sub = cute.zipped_divide(tile_c, epi_tile)  # ((tile_m, epi_n), (1, subtiles))
             bSG_sC, bSG_gC = cpasync.tma_partition(tma_atom_c, 0, cute.make_layout(1), cute.group_modes(sC, 0, 2),
                                                    gC_sub)
@@ -319,10 +334,11 @@ def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32,
          alpha: cutlass.Float32, beta: cutlass.Float32, ops: cutlass.Constexpr, config: cutlass.Constexpr,
          fused: cutlass.Constexpr):
     mA, mB, mC = device.tensors(ops, pA, pB, pC, m, n, k, lda, ldb, ldc)
-    if cutlass.const_expr(config.splits > 1):  # C is splitk's float32 workspace: one (M, N) slice per split
+    if cutlass.const_expr(config.partial):  # C is splitk's float32 workspace: one (M, N) slice per split or piece
         if cutlass.const_expr(ops.c != "float32" or not fused.identity):
-            raise ValueError(f"Config(splits={config.splits}) stores float32 partial sums with no epilogue, not "
-                             f"{ops.c} with {fused}: call it through splitk.Launcher (gemm11_pingpong.gemm)")
+            asked = f"splits={config.splits}" + (", stream_k=True" if config.stream_k else "")
+            raise ValueError(f"Config({asked}) stores float32 partial sums with no epilogue, not {ops.c} with {fused}: "
+                             f"call it through splitk.Launcher (gemm11_pingpong.gemm)")
         mC = splitk.workspace(pC, m, n, config.splits, ops.c_major)
     mSrc, mBias, mAux = epilogue.tensors(fused, pSrc, pBias, pAux, m, n, ops.c_major)
     ab, c_type = device.dtype(ops.ab), device.dtype(ops.c)
@@ -375,9 +391,11 @@ def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32,
     fit = config.sms // (config.cluster_m * config.cluster_n)
     rounds = (units + fit - 1) // fit
     persistent = (units + rounds - 1) // rounds
+    if cutlass.const_expr(config.stream_k):  # every cluster that fits, each with an equal share of the k-tiles
+        persistent = splitk.stream_ctas(clusters_m * clusters_n, (k + config.tile_k - 1) // config.tile_k, fit)
     _kernel(tma_atom_a, tma_tensor_a, tma_atom_b, tma_tensor_b, tma_atom_c, tma_tensor_c, tiled_mma, sA_layout,
             sB_layout, sC_layout, tiled_copy_r2s, mSrc, mBias, mAux, alpha, beta, ab, c_type, tiler, epi_tile,
-            config.group_m, cluster, fused, config.splits).launch(
+            config.group_m, cluster, fused, config.splits, config.stream_k).launch(
         grid=(config.cluster_m, config.cluster_n, persistent), block=(WARPGROUP_THREADS * (1 + consumers), 1, 1),
         cluster=(config.cluster_m, config.cluster_n, 1), stream=stream)
 

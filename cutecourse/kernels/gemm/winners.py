@@ -40,6 +40,9 @@ CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
     # split-K (`cutecourse.kernels.gemm.splitk`): a long K over few tiles
     ("gemm11_pingpong", {"splits": 2, "cluster_m": 1, "cluster_n": 2}),
     ("gemm11_pingpong", {"tile_m": 64, "splits": 4, "cluster_m": 1, "cluster_n": 2}),
+    # stream-K (`splitk.stream_share`): every cluster an equal share of all tiles' k-tiles, no splits to choose
+    ("gemm11_pingpong", {"stream_k": True}),
+    ("gemm11_pingpong", {"tile_m": 64, "stream_k": True, "cluster_m": 1, "cluster_n": 2}),
     # the decode GEMV (`cutecourse.kernels.gemm.gemv`): a few rows of x, no Tensor Cores (refused, so not raced, past
     # its 8 rows)
     ("gemv", {}),
