@@ -142,7 +142,8 @@ STORE_2D = "cp.async.bulk.tensor.2d.global.shared::cta"
 
 
 def test_the_split_gemm_stores_its_partial_tiles_into_the_workspace_by_a_3d_tma_store(split_gemm):
-    split, default, stream = split_gemm["split"][1], split_gemm["default"][1], split_gemm["stream"][1]
+    split, default = split_gemm["split"][1], split_gemm["default"][1]
+    stream = split_gemm["stream"][1]
     for partial in (split, stream):  # (M, N, slice) slices of the workspace
         assert ptx.count(partial, STORE_3D) > 0 and ptx.count(partial, STORE_2D) == 0
     assert ptx.count(default, STORE_2D) > 0 and ptx.count(default, STORE_3D) == 0

@@ -241,14 +241,14 @@ def host(pW: cute.Pointer, pD: cute.Pointer, m: cutlass.Int32, n: cutlass.Int32,
         val_layout = cute.make_ordered_layout((VECTOR, 4), order=(0, 1))
     tiler, tv_layout = cute.make_layout_tv(thr_layout, val_layout)
     tiles = cute.size(cute.zipped_divide(mD, tiler), mode=[1])
-    clusters_m, clusters_n, k_tiles, ctas = m, n, k, m  # what the GEMM's grid was, where stream-K needs it
+    grid = (m, n, k, m)  # the stream-K GEMM's (clusters_m, clusters_n, k_tiles, ctas); split-K's reads none of it
     if cutlass.const_expr(stream_k is not None):
         clusters_m = (m + stream_k.tile_m * stream_k.cluster_m - 1) // (stream_k.tile_m * stream_k.cluster_m)
         clusters_n = (n + stream_k.tile_n * stream_k.cluster_n - 1) // (stream_k.tile_n * stream_k.cluster_n)
         k_tiles = (k + stream_k.tile_k - 1) // stream_k.tile_k
-        ctas = stream_ctas(clusters_m * clusters_n, k_tiles, stream_k.sms // (stream_k.cluster_m * stream_k.cluster_n))
-    _kernel(mW, mD, mSrc, mBias, mAux, alpha, beta, tiler, thr_layout, val_layout, fused, stream_k, clusters_m,
-            clusters_n, k_tiles, ctas).launch(
+        fit = stream_k.sms // (stream_k.cluster_m * stream_k.cluster_n)
+        grid = (clusters_m, clusters_n, k_tiles, stream_ctas(clusters_m * clusters_n, k_tiles, fit))
+    _kernel(mW, mD, mSrc, mBias, mAux, alpha, beta, tiler, thr_layout, val_layout, fused, stream_k, *grid).launch(
         grid=(tiles, 1, 1), block=(cute.size(tv_layout, mode=[0]), 1, 1), stream=stream, use_pdl=True)
 
 
