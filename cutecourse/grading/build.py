@@ -115,9 +115,19 @@ def execute(path: Path, timeout: int = 600) -> None:
                    skip_cells_with_tag="gpu").execute()
     # Only the outputs are kept: the explorers' widget state (tens of KB, redrawn when the cell runs) and the
     # timestamps of each run would only grow the notebook and its diffs.
+    # A cell's prints arrive as one stream output or several, as the kernel happened to flush them: one output per
+    # run of the same stream keeps the stored outputs the same from run to run.
     nb.metadata.pop("widgets", None)
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
+        merged: list = []
+        for out in cell.get("outputs", []):
+            if merged and out.output_type == merged[-1].output_type == "stream" and out.name == merged[-1].name:
+                merged[-1].text += out.text
+            else:
+                merged.append(out)
+        if "outputs" in cell:
+            cell.outputs = merged
     nbformat.write(nb, path)
 
 

@@ -158,6 +158,21 @@ def test_nbval_runs_gpu_cells_without_comparing_them(tmp_path):
     assert "1 failed, 1 passed" in run.stdout and "FAILED cells.ipynb::Cell 1" in run.stdout, run.stdout[-2000:]
 
 
+def test_execute_stores_a_cells_prints_as_one_output_however_the_kernel_flushed_them(tmp_path):
+    """Prints flushed apart reach the kernel's client as several stream messages; `build.execute` stores one output
+    per run of a stream, so a notebook's stored outputs do not depend on the kernel's timing."""
+    pytest.importorskip("nbclient")
+    source = "import sys, time\nprint('a', flush=True)\ntime.sleep(0.3)\nprint('b', flush=True)\n" \
+             "print('c', file=sys.stderr, flush=True)"
+    nb = {"cells": [{"cell_type": "code", "execution_count": None, "id": "prints", "metadata": {}, "source": source,
+                     "outputs": []}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    path = tmp_path / "prints.ipynb"
+    path.write_text(json.dumps(nb))
+    build.execute(path)
+    outputs = [(o["name"], "".join(o["text"])) for o in json.loads(path.read_text())["cells"][0]["outputs"]]
+    assert outputs == [("stdout", "a\nb\n"), ("stderr", "c\n")], outputs
+
+
 def notebooks_of(course: Path) -> list[Path]:
     return [p for folder in ("notebooks", "solutions", "exercises")
             for p in sorted((course / folder).glob("[0-9][0-9]_*.ipynb"))]
