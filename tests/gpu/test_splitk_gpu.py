@@ -258,7 +258,7 @@ BROKEN_STREAM_K = {
     "the reduction adds every slice, written or not": ("splitk", [
         ("present[i] = pred[i] & (s < pieces[i])", "present[i] = pred[i]")]),
     "the reduction counts the pieces on a row-major raster": ("splitk", [
-        ("work = first_row * clusters_n + col * rows + row - first_row", "work = row * clusters_n + col")]),
+        ("return first_row * clusters_n + col * rows + row - first_row", "return row * clusters_n + col")]),
 }
 
 

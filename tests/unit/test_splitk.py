@@ -74,6 +74,24 @@ def test_stream_k_shares_cover_every_k_tile_once_in_equal_shares_with_each_tiles
     assert splitk.stream_share(splitk.stream_units(0, ctas, tiles, k_tiles), ctas, tiles, k_tiles)[3] == 0
 
 
+@pytest.mark.parametrize("m, n, config", [(200, 136, Config()), (2048, 384, Config()), (5000, 700, Config(group_m=3)),
+                                          (1000, 1000, Config(tile_m=64, tile_n=64, cluster_m=1, cluster_n=2))])
+def test_the_reductions_work_unit_of_an_element_inverts_the_gemms_raster(m, n, config):
+    """`splitk.work_at` against step 11's raster as its docstring states it (`gemm11_pingpong._tile_coord`): work
+    unit w fills a group of group_m cluster rows column by column, the last group shorter; every element of the
+    cluster tile it computes maps back to w."""
+    rows_of = config.tile_m * config.cluster_m
+    cols_of = config.tile_n * config.cluster_n
+    clusters = (-(-m // rows_of), -(-n // cols_of))
+    per_group = config.group_m * clusters[1]
+    for work in range(clusters[0] * clusters[1]):
+        first_row = work // per_group * config.group_m
+        rows = min(clusters[0] - first_row, config.group_m)
+        row, col = first_row + work % per_group % rows, work % per_group // rows
+        corners = [(row * rows_of + dr, col * cols_of + dc) for dr in (0, rows_of - 1) for dc in (0, cols_of - 1)]
+        assert {splitk.work_at(c, config, clusters) for c in corners} == {work}, (work, row, col)
+
+
 def test_a_tile_is_cut_into_at_most_max_splits_pieces():
     """The grid's cap of MAX_SPLITS - 1 clusters a tile bounds the workspace's slices, on every small problem."""
     worst = max(splitk.stream_slices(tiles, k_tiles, splitk.stream_ctas(tiles, k_tiles, fit))

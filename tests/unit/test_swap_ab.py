@@ -130,8 +130,10 @@ def test_the_column_major_reduction_loads_and_stores_16_bytes_along_m():
     ops = operands.traits(torch.empty(m, 64, dtype=torch.bfloat16), torch.empty(n, 64, dtype=torch.bfloat16).t(),
                           d, step="gemm11_pingpong", vector=True, column_major_out=True)
     assert ops.c_major == "m"
-    code = ptx.compiled_with_ptx(lambda o: splitk.compile_reduction(ops, splits, epilogue.PLAIN, d,
-                                                                    make_fake_stream(), options=o), ARCH)[1]
-    census = ptx.census(code)
-    assert sum(c for op, c in census.items() if op.startswith("ld.global.v4")) == splits * 4, census
-    assert sum(c for op, c in census.items() if op.startswith("st.global.v2")) == 4, census  # 4 bf16 along M
+    for stream_k in (None, Config(**SWAP, stream_k=True, splits=splits)):  # split-K's, and stream-K's pieces
+        code = ptx.compiled_with_ptx(lambda o: splitk.compile_reduction(ops, splits, epilogue.PLAIN, d,
+                                                                        make_fake_stream(), options=o,
+                                                                        stream_k=stream_k), ARCH)[1]
+        census = ptx.census(code)
+        assert sum(c for op, c in census.items() if op.startswith("ld.global.v4")) == splits * 4, census
+        assert sum(c for op, c in census.items() if op.startswith("st.global.v2")) == 4, census  # 4 bf16 along M

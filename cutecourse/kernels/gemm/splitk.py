@@ -154,17 +154,20 @@ def workspace(pW: cute.Pointer, m: Any, n: Any, splits: int, major: str = "n") -
     return cute.make_tensor(pW, cute.make_layout((m, n, splits), stride=(1, ld, n * ld)))
 
 
-def _pieces_at(coord: Any, config: Any, clusters: tuple[Any, Any], k_tiles: Any, ctas: Any) -> Any:
-    """Inside the reduction: how many stream-K pieces the GEMM tile holding D's element `coord` has. Its cluster's
-    work unit is step 11's raster (`gemm11_pingpong._tile_coord`) inverted: groups of `group_m` cluster rows, filled
-    column by column."""
+def work_at(coord: Any, config: Any, clusters: tuple[Any, Any]) -> Any:
+    """Inside the reduction, or in Python: the work unit (cluster tile) of step 11's raster that holds D's element
+    `coord`: `gemm11_pingpong._tile_coord` inverted (groups of `group_m` cluster rows, filled column by column)."""
     clusters_m, clusters_n = clusters
     row = coord[0] // (config.tile_m * config.cluster_m)
     col = coord[1] // (config.tile_n * config.cluster_n)
     first_row = row // config.group_m * config.group_m
     rows = cutlass.min(clusters_m - first_row, config.group_m)
-    work = first_row * clusters_n + col * rows + row - first_row
-    return stream_pieces(work, ctas, clusters_m * clusters_n, k_tiles)[1]
+    return first_row * clusters_n + col * rows + row - first_row
+
+
+def _pieces_at(coord: Any, config: Any, clusters: tuple[Any, Any], k_tiles: Any, ctas: Any) -> Any:
+    """Inside the reduction: how many stream-K pieces the GEMM tile holding D's element `coord` has."""
+    return stream_pieces(work_at(coord, config, clusters), ctas, clusters[0] * clusters[1], k_tiles)[1]
 
 
 @cute.kernel
