@@ -7,8 +7,8 @@ partial lands in slice 0, the reduction skips the last slice, the reduction does
 launched beside) fail the same checks. Stream-K (``Config(stream_k=True)``) the same way, with every workspace slice
 poisoned with NaN before each call, so a reduction that reads a slice no piece of its tile wrote fails: on ragged
 shapes of one to many tiles a cluster, in 64-row tiles in a 2 × 1 cluster, with swap-AB, with the fused epilogue,
-bitwise twice; broken, its pieces in the wrong slices or the reduction adding every slice, it fails. Compiles
-dominate the time: the cases share a few Configs' kernels."""
+bitwise twice on one workspace; broken (its pieces in the wrong slices, the reduction adding every slice or reading
+the raster row-major), it fails. Compiles dominate the time: the cases share a few Configs' kernels."""
 
 import math
 import random
@@ -106,10 +106,13 @@ def test_the_fused_epilogue_runs_after_the_reduction(pingpong):
     assert not wrong, "\n".join(wrong)
 
 
-def test_two_calls_are_bitwise_equal_and_share_one_workspace(pingpong):
-    module, config = pingpong
+@pytest.mark.parametrize("fields", [{"splits": SPLITS}, {"stream_k": True}], ids=["split-K", "stream-K"])
+def test_two_calls_are_bitwise_equal_and_share_one_workspace(pingpong, fields):
+    module, _ = pingpong
+    config = module.Config(**fields)
     combo = COMBOS[1]  # float32 D: every bit of the sum shows
-    a, b, d, _ = strides.operands(1000, 1016, 3000, combo, (8, 8, 8))
+    a, b, d, _ = strides.operands(1000, 1016, 3000, combo, (8, 8, 8))  # stream-K: 2-4 pieces a tile
+    slices = module.gemm.stream_config(config, a, d).splits if config.stream_k else SPLITS
     results = []
     workspaces = []  # this size's workspaces after each call: (device, stream, elements) -> address
     for _ in range(2):
@@ -118,9 +121,9 @@ def test_two_calls_are_bitwise_equal_and_share_one_workspace(pingpong):
         torch.cuda.synchronize()
         results.append(d.clone())
         workspaces.append({key: buffer.data_ptr() for key, buffer in module.gemm.workspaces.entries.items()
-                           if key[2] == SPLITS * d.numel()})
+                           if key[2] == slices * d.numel()})
     assert strides.tolerances.within_bounds(results[0], a, b) is None
-    assert torch.equal(results[0], results[1]), "two split-K calls on the same inputs differ"
+    assert torch.equal(results[0], results[1]), f"two {config} calls on the same inputs differ"
     assert len(workspaces[0]) == 1 and workspaces[0] == workspaces[1], workspaces
     # The comparison is strict: the float64 product rounded to float32 is as close, and not bitwise the same.
     assert not torch.equal(results[0], (a.double() @ b.double()).float())
@@ -159,20 +162,22 @@ BROKEN = {
 }
 
 
+def broken_step(name, edits, tmp_path, **fields):
+    """(launcher, Config(**fields)) of step 11 with `edits` in module `name`: gemm11_pingpong's copy, or step 11's host
+    and Config launched by the broken splitk's launcher."""
+    strides.runnable("gemm11_pingpong")
+    broken = gemm_gpu.variant(name, edits, tmp_path)
+    if name != "splitk":
+        return broken.gemm, broken.Config(**fields)
+    from cutecourse.kernels.gemm import gemm11_pingpong as step
+
+    return broken.Launcher(step.host, step.Config, vector=True, min_cc=90, for_device=launcher.for_device,
+                           epilogue=True, fp8=True), step.Config(**fields)
+
+
 @pytest.mark.parametrize("what", list(BROKEN))
 def test_a_broken_split_fails_the_check(what, tmp_path):
-    strides.runnable("gemm11_pingpong")
-    name, edits = BROKEN[what]
-    broken = gemm_gpu.variant(name, edits, tmp_path)
-    if name == "splitk":  # step 11's host and Config, launched by the broken reduction's launcher
-        from cutecourse.kernels.gemm import gemm11_pingpong as step
-
-        gemm = broken.Launcher(step.host, step.Config, vector=True, min_cc=90, for_device=launcher.for_device,
-                               epilogue=True, fp8=True)
-        config = step.Config(splits=SPLITS)
-    else:
-        gemm = broken.gemm
-        config = broken.Config(splits=SPLITS)
+    gemm, config = broken_step(*BROKEN[what], tmp_path, splits=SPLITS)
     cases = split_shapes(11, 3, SPLITS)
     assert split_failures(gemm, config, COMBOS[1], cases), f"split-K with {what} passed the check: it cannot fail"
 
@@ -238,19 +243,6 @@ def test_stream_k_with_swap_ab_and_the_fused_epilogue(pingpong, poisoned_workspa
     assert not wrong, "\n".join(wrong)
 
 
-def test_two_stream_k_calls_are_bitwise_equal(pingpong):
-    module, _ = pingpong
-    a, b, d, _ = strides.operands(256, 1016, 14000, COMBOS[1], (8, 8, 8))  # 8 tiles: pieces from many clusters
-    results = []
-    for _ in range(2):
-        d.fill_(float("nan"))
-        module.gemm(a, b, d, module.Config(stream_k=True))
-        torch.cuda.synchronize()
-        results.append(d.clone())
-    assert strides.tolerances.within_bounds(results[0], a, b) is None
-    assert torch.equal(results[0], results[1]), "two stream-K calls on the same inputs differ"
-
-
 #: what is broken in stream-K -> (module, its edits): each must make the stream-K check fail.
 BROKEN_STREAM_K = {
     "a piece's slice is its place in its CTA's share, not in its tile": ("gemm11_pingpong", [
@@ -264,16 +256,7 @@ BROKEN_STREAM_K = {
 
 @pytest.mark.parametrize("what", list(BROKEN_STREAM_K))
 def test_a_broken_stream_k_fails_the_check(what, tmp_path, poisoned_workspace):
-    from cutecourse.kernels.gemm import gemm11_pingpong as step
-
-    strides.runnable("gemm11_pingpong")
-    name, edits = BROKEN_STREAM_K[what]
-    broken = gemm_gpu.variant(name, edits, tmp_path)
-    if name == "splitk":  # step 11's host and Config, launched by the broken reduction's launcher
-        gemm, config = broken.Launcher(step.host, step.Config, vector=True, min_cc=90, for_device=launcher.for_device,
-                                       epilogue=True, fp8=True), step.Config(stream_k=True)
-    else:
-        gemm, config = broken.gemm, broken.Config(stream_k=True)
+    gemm, config = broken_step(*BROKEN_STREAM_K[what], tmp_path, stream_k=True)
     cases = stream_shapes(21, 3) + [(2048, 384, 1000, (8, 8, 8))]  # 16 cluster rows: two groups of the raster
     assert split_failures(poisoned_workspace(gemm), config, COMBOS[1], cases), \
         f"stream-K with {what} passed the check: it cannot fail"
