@@ -148,20 +148,6 @@ def test_cutecourse_gemm_splits_a_problem_of_few_tiles_and_long_k(monkeypatch, t
     assert strides.judge(out, buffer, a, b) is None
 
 
-#: what is broken -> (module, its edits): each must make the check above fail.
-BROKEN = {
-    "every split loads the first share of K": ("gemm11_pingpong", [
-        ("for kt in range(first_k, first_k + k_count):", "for kt in range(0, k_count):")]),
-    "every partial tile lands in slice 0": ("gemm11_pingpong", [
-        ("gC[(None, None, tm, tn, split)]", "gC[(None, None, tm, tn, 0)]")]),
-    "the reduction skips the last slice": ("splitk", [
-        ("cutlass.range_constexpr(1, splits)", "cutlass.range_constexpr(1, splits - 1)")]),
-    # launched while the GEMM runs (programmatic dependent launch), it reads the workspace before the partials land
-    "the reduction does not wait for the split GEMM": ("splitk", [
-        ("    cute.arch.griddepcontrol_wait()\n", "")]),
-}
-
-
 def broken_step(name, edits, tmp_path, **fields):
     """(launcher, Config(**fields)) of step 11 with `edits` in module `name`: gemm11_pingpong's copy, or step 11's host
     and Config launched by the broken splitk's launcher."""
@@ -173,13 +159,6 @@ def broken_step(name, edits, tmp_path, **fields):
 
     return broken.Launcher(step.host, step.Config, vector=True, min_cc=90, for_device=launcher.for_device,
                            epilogue=True, fp8=True), step.Config(**fields)
-
-
-@pytest.mark.parametrize("what", list(BROKEN))
-def test_a_broken_split_fails_the_check(what, tmp_path):
-    gemm, config = broken_step(*BROKEN[what], tmp_path, splits=SPLITS)
-    cases = split_shapes(11, 3, SPLITS)
-    assert split_failures(gemm, config, COMBOS[1], cases), f"split-K with {what} passed the check: it cannot fail"
 
 
 @pytest.fixture
@@ -243,23 +222,35 @@ def test_stream_k_with_swap_ab_and_the_fused_epilogue(pingpong, poisoned_workspa
     assert not wrong, "\n".join(wrong)
 
 
-#: what is broken in stream-K -> (module, its edits): each must make the stream-K check fail.
-BROKEN_STREAM_K = {
-    "a piece's slice is its place in its CTA's share, not in its tile": ("gemm11_pingpong", [
-        ("gC[(None, None, tm, tn, split)]", "gC[(None, None, tm, tn, work // work_stride)]")]),
-    "the reduction adds every slice, written or not": ("splitk", [
-        ("present[i] = pred[i] & (s < pieces[i])", "present[i] = pred[i]")]),
-    "the reduction counts the pieces on a row-major raster": ("splitk", [
-        ("return first_row * clusters_n + col * rows + row - first_row", "return row * clusters_n + col")]),
+SPLIT, STREAM = {"splits": SPLITS}, {"stream_k": True}
+#: what is broken -> (module, its edits, the Config's fields): each must make the check fail.
+BROKEN = {
+    "every split loads the first share of K": ("gemm11_pingpong", [
+        ("for kt in range(first_k, first_k + k_count):", "for kt in range(0, k_count):")], SPLIT),
+    "every partial tile lands in slice 0": ("gemm11_pingpong", [
+        ("gC[(None, None, tm, tn, split)]", "gC[(None, None, tm, tn, 0)]")], SPLIT),
+    "the reduction skips the last slice": ("splitk", [
+        ("cutlass.range_constexpr(1, splits)", "cutlass.range_constexpr(1, splits - 1)")], SPLIT),
+    # launched while the GEMM runs (programmatic dependent launch), it reads the workspace before the partials land
+    "the reduction does not wait for the split GEMM": ("splitk", [
+        ("    cute.arch.griddepcontrol_wait()\n", "")], SPLIT),
+    "a stream-K piece's slice is its place in its CTA's share, not in its tile": ("gemm11_pingpong", [
+        ("gC[(None, None, tm, tn, split)]", "gC[(None, None, tm, tn, work // work_stride)]")], STREAM),
+    "the stream-K reduction adds every slice, written or not": ("splitk", [
+        ("present[i] = pred[i] & (s < pieces[i])", "present[i] = pred[i]")], STREAM),
+    "the stream-K reduction counts the pieces on a row-major raster": ("splitk", [
+        ("return first_row * clusters_n + col * rows + row - first_row", "return row * clusters_n + col")], STREAM),
 }
 
 
-@pytest.mark.parametrize("what", list(BROKEN_STREAM_K))
-def test_a_broken_stream_k_fails_the_check(what, tmp_path, poisoned_workspace):
-    gemm, config = broken_step(*BROKEN_STREAM_K[what], tmp_path, stream_k=True)
-    cases = stream_shapes(21, 3) + [(2048, 384, 1000, (8, 8, 8))]  # 16 cluster rows: two groups of the raster
+@pytest.mark.parametrize("what", list(BROKEN))
+def test_a_broken_split_or_stream_k_fails_the_check(what, tmp_path, poisoned_workspace):
+    name, edits, fields = BROKEN[what]
+    gemm, config = broken_step(name, edits, tmp_path, **fields)
+    # stream-K: 2048 rows are 16 cluster rows, two groups of the raster
+    cases = stream_shapes(21, 3) + [(2048, 384, 1000, (8, 8, 8))] if config.stream_k else split_shapes(11, 3, SPLITS)
     assert split_failures(poisoned_workspace(gemm), config, COMBOS[1], cases), \
-        f"stream-K with {what} passed the check: it cannot fail"
+        f"{what}: passed the check, which cannot fail"
 
 
 def test_the_k_tiles_refusal_names_splits_on_the_gpu(pingpong):

@@ -387,12 +387,13 @@ def host(pA: cute.Pointer, pB: cute.Pointer, pC: cute.Pointer, m: cutlass.Int32,
     # (less power for the same rounds, and the waves line up with the raster's groups).
     clusters_m = (m + config.tile_m * config.cluster_m - 1) // (config.tile_m * config.cluster_m)
     clusters_n = (n + config.tile_n * config.cluster_n - 1) // (config.tile_n * config.cluster_n)
-    units = clusters_m * clusters_n * config.splits
     fit = config.sms // (config.cluster_m * config.cluster_n)
-    rounds = (units + fit - 1) // fit
-    persistent = (units + rounds - 1) // rounds
     if cutlass.const_expr(config.stream_k):  # every cluster that fits, each with an equal share of the k-tiles
         persistent = splitk.stream_ctas(clusters_m * clusters_n, (k + config.tile_k - 1) // config.tile_k, fit)
+    else:
+        units = clusters_m * clusters_n * config.splits
+        rounds = (units + fit - 1) // fit
+        persistent = (units + rounds - 1) // rounds
     _kernel(tma_atom_a, tma_tensor_a, tma_atom_b, tma_tensor_b, tma_atom_c, tma_tensor_c, tiled_mma, sA_layout,
             sB_layout, sC_layout, tiled_copy_r2s, mSrc, mBias, mAux, alpha, beta, ab, c_type, tiler, epi_tile,
             config.group_m, cluster, fused, config.splits, config.stream_k).launch(

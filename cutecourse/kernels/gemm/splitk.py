@@ -165,10 +165,6 @@ def work_at(coord: Any, config: Any, clusters: tuple[Any, Any]) -> Any:
     return first_row * clusters_n + col * rows + row - first_row
 
 
-def _pieces_at(coord: Any, config: Any, clusters: tuple[Any, Any], k_tiles: Any, ctas: Any) -> Any:
-    """Inside the reduction: how many stream-K pieces the GEMM tile holding D's element `coord` has."""
-    return stream_pieces(work_at(coord, config, clusters), ctas, clusters[0] * clusters[1], k_tiles)[1]
-
 
 @cute.kernel
 def _kernel(mW: cute.Tensor, mD: cute.Tensor, mSrc: cute.Tensor, mBias: cute.Tensor, mAux: cute.Tensor,
@@ -197,8 +193,9 @@ def _kernel(mW: cute.Tensor, mD: cute.Tensor, mSrc: cute.Tensor, mBias: cute.Ten
     part = cute.make_fragment_like(tWgW)
     cute.copy(load, tWgW, acc, pred=pred)
     if cutlass.const_expr(stream_k is not None):  # stream-K: a tile has its own count of pieces, slices 0, 1, ...
-        pieces = per_vector_if(tDcD, VECTOR, lambda c: _pieces_at(c, stream_k, (clusters_m, clusters_n), k_tiles,
-                                                                  ctas), cutlass.Int32)
+        gemm_tiles = clusters_m * clusters_n  # the GEMM's cluster tiles
+        pieces = per_vector_if(tDcD, VECTOR, lambda c: stream_pieces(
+            work_at(c, stream_k, (clusters_m, clusters_n)), ctas, gemm_tiles, k_tiles)[1], cutlass.Int32)
         present = cute.make_fragment_like(pred)
     for s in cutlass.range_constexpr(1, splits):
         tWgW = thr_load.partition_S(cute.zipped_divide(mW[(None, None, s)], tiler)[tile])
