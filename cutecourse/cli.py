@@ -212,9 +212,11 @@ def _launch_once(args: argparse.Namespace, launches: dict[str, tuple]) -> int:
         fn(0)
     torch.cuda.synchronize()
     torch.cuda.profiler.start()
-    for fn in kernels.values():
+    for name, fn in kernels.items():  # each in an NVTX range of its name: ncu renames its kernels by it
+        torch.cuda.nvtx.range_push(name)
         fn(0)
         torch.cuda.synchronize()
+        torch.cuda.nvtx.range_pop()
     torch.cuda.profiler.stop()
     print("launched: " + " ".join(kernels))
     return 0
@@ -235,25 +237,27 @@ def _bench_under_ncu(args: argparse.Namespace, ncu: str | None) -> int:
     argv = [sys.executable, "-m", "cutecourse.cli", "bench", "gemm", "--m", str(args.m), "--n", str(args.n),
             "--k", str(args.k), "--dtype", args.dtype, "--data", args.data, "--kernels", *args.kernels, "--once"]
     with tempfile.TemporaryDirectory() as tmp:
-        log = os.path.join(tmp, "ncu.csv")
-        done = subprocess.run(profiler.command(ncu, metrics, argv, log, stall_metrics), capture_output=True,
+        report = os.path.join(tmp, "profile")
+        done = subprocess.run(profiler.command(ncu, metrics, argv, report, stall_metrics), capture_output=True,
                               text=True)
-        text = open(log).read() if os.path.exists(log) else ""
+        read = os.path.exists(report + ".ncu-rep")
+        text, ranges = (subprocess.run(profiler.export(ncu, report, renamed), capture_output=True, text=True).stdout
+                        if read else "" for renamed in (False, True))
     launched = next((line.split()[1:] for line in done.stdout.splitlines() if line.startswith("launched:")), [])
     profiles = profiler.parse(text, metrics)
     if done.returncode != 0 or not profiles:
         print(f"cutecourse bench gemm --ncu: ncu exited {done.returncode} and profiled {len(profiles)} kernels:\n"
-              f"{done.stderr[-2000:]}{text[-2000:]}", file=sys.stderr)
+              f"{done.stderr[-2000:]}{done.stdout[-2000:]}{text[-2000:]}", file=sys.stderr)
         return 1
+    names = profiler.named(launched, [p["kernel"] for p in profiler.parse(ranges, {})], len(profiles))
     print(f"ncu --clock-control none, one launch each ({args.m}x{args.n}x{args.k} {args.dtype}, {args.data} data); "
           "metrics: " + ", ".join(f"{what} = {name}" for what, name in metrics.items())
           + f"; stalls: {len(stall_metrics)} reasons, " + profiler.STALL_METRIC.format("<reason>"))
-    print(profiler.table(launched, profiles))
+    print(profiler.table(names, profiles))
     if args.csv:
         from cutecourse import bench
 
-        bench.write_csv([profiler.flat(p, name) for name, p in zip(profiler.named(launched, profiles), profiles)],
-                        args.csv)
+        bench.write_csv([profiler.flat(p, name) for name, p in zip(names, profiles)], args.csv)
         print(f"wrote {args.csv}")
     return 0
 

@@ -4,6 +4,10 @@ The profiler re-runs itself under ``ncu`` with ``--once``: every kernel is compi
 launched once between ``cudaProfilerStart`` and ``cudaProfilerStop``, and ncu (``--profile-from-start off``) profiles
 just those launches, in that order. ``--clock-control none`` leaves the clocks as the GPU sets them: the profile then
 shows the clock each kernel really ran at (ncu's default locks the base clock, which hides the power limit).
+
+A launch may run more than one kernel (split-K's GEMM, then its reduction), so each runs inside an NVTX range named
+for it. ncu writes a report, read twice: once with the kernels' own names, once with each renamed to its NVTX range
+(``--print-nvtx-rename kernel``), which says which launch every profiled kernel belongs to.
 """
 
 from __future__ import annotations
@@ -64,12 +68,19 @@ def stalls(known: set[str]) -> list[str]:
     return [name for name in names if name.split(".")[0] in known] if known else names
 
 
-def command(ncu: str, metrics: dict[str, str], argv: list[str], log: str, stall_metrics: list[str]) -> list[str]:
-    """ncu's command line around `argv` (the program to profile), its CSV going to the file `log`; it asks for
-    `metrics` and `stall_metrics`."""
+def command(ncu: str, metrics: dict[str, str], argv: list[str], report: str, stall_metrics: list[str]) -> list[str]:
+    """ncu's command line around `argv` (the program to profile), its report going to `report` + ".ncu-rep"; it asks
+    for `metrics` and `stall_metrics`, and records the NVTX ranges each kernel ran in."""
     names = [*metrics.values(), *stall_metrics]
-    return [ncu, "--clock-control", "none", "--profile-from-start", "off", "--csv", "--page", "raw",
-            "--metrics", ",".join(dict.fromkeys(names)), "--log-file", log, *argv]
+    return [ncu, "--clock-control", "none", "--profile-from-start", "off", "--nvtx", "--metrics",
+            ",".join(dict.fromkeys(names)), "--export", report, "--force-overwrite", *argv]
+
+
+def export(ncu: str, report: str, renamed: bool) -> list[str]:
+    """ncu's command line that prints the report `command` wrote as its raw CSV page; `renamed`: each kernel named by
+    the innermost NVTX range it ran in."""
+    return [ncu, "--import", report + ".ncu-rep", "--csv", "--page", "raw",
+            *(["--print-nvtx-rename", "kernel"] if renamed else [])]
 
 
 def _number(text: str) -> float | None:
@@ -114,27 +125,31 @@ def parse(text: str, metrics: dict[str, str]) -> list[dict[str, Any]]:
     return out
 
 
-def named(kernels: list[str], profiles: list[dict[str, Any]]) -> list[str | None]:
-    """What each profile ran: `kernels` (the launches, in order) where each launch ran one kernel, else None each."""
-    return list(kernels) if len(kernels) == len(profiles) else [None] * len(profiles)
+def named(launched: list[str], ranges: list[str], count: int) -> list[str | None]:
+    """What each of `count` profiled kernels was launched as: of `launched` (the launches' names), the longest that
+    its NVTX range name (`ranges`, one a kernel, as ncu renamed them) holds; None for a kernel that ran in no launch's
+    range, and for every kernel where `ranges` does not name `count` kernels (the renamed page could not be read)."""
+    if len(ranges) != count:
+        return [None] * count
+    return [max((name for name in launched if name in seen), key=len, default=None) for seen in ranges]
 
 
-def flat(profile: dict[str, Any], launched: str | None = None) -> dict[str, Any]:
-    """A profile as one CSV row: what was `launched` (where known: the CuTe kernels' ncu names are alike), its
+def flat(profile: dict[str, Any], launched: str | None) -> dict[str, Any]:
+    """A profile as one CSV row: what `launched` it (as `named` gives it: the CuTe kernels' ncu names are alike), its
     quantities, then a column "stall REASON" for every reason of `STALLS` (empty where ncu did not report it)."""
-    row = {} if launched is None else {"launched": launched}
+    row: dict[str, Any] = {"launched": launched}
     row.update({what: value for what, value in profile.items() if what != "stalls"})
     row.update({f"stall {reason}": profile.get("stalls", {}).get(reason) for reason in STALLS})
     return row
 
 
-def table(kernels: list[str], profiles: list[dict[str, Any]]) -> str:
-    """A Markdown table, a row per profiled kernel, named by `kernels` (what was launched, in order) where each launch
-    ran one kernel (else the first column is empty and ncu's kernel names tell them apart)."""
+def table(names: list[str | None], profiles: list[dict[str, Any]]) -> str:
+    """A Markdown table, a row per profiled kernel, the first column what launched it (`names`, as `named` gives them;
+    two rows share a launch that ran two kernels), the second ncu's own name for the kernel."""
     whats = list(METRICS)
     lines = ["| kernel | ncu kernel | " + " | ".join(whats) + " | top stalls (warps per issue) |",
              "|---" * (len(whats) + 3) + "|"]
-    for name, profile in zip(named(kernels, profiles), profiles):
+    for name, profile in zip(names, profiles):
         cells = [("n/a" if profile[w] is None else f"{profile[w]:.0f}" if w in COUNTS else f"{profile[w]:.1f}")
                  for w in whats]
         top = sorted(((reason, n) for reason, n in profile.get("stalls", {}).items() if reason != "selected"),

@@ -59,16 +59,20 @@ def test_the_profiler_times_steps_the_dispatcher_and_torch_and_writes_csv(tmp_pa
 def test_under_nsight_compute_it_prints_each_kernels_metrics(capsys):
     if shutil.which("ncu") is None:
         pytest.skip("not run: ncu (Nsight Compute) is not installed here")
-    argv = ["bench", "gemm", "--m", "2048", "--n", "2048", "--k", "2048", "--kernels", "torch", "dispatch", "--ncu"]
+    argv = ["bench", "gemm", "--m", "2048", "--n", "2048", "--k", "2048", "--kernels", "torch", "dispatch",
+            "11:splits=2", "--ncu"]
     code = cli.main(argv)
     out, err = capsys.readouterr()
     assert code == 0, err
     print(out)  # the profile, for the record
     table = [line.split(" | ") for line in out.splitlines() if line.startswith("| ")]
-    assert table[0][:3] == ["| kernel", "ncu kernel", "duration (µs)"] and len(table) == 3, out
-    assert [row[0] for row in table[1:]] == ["| torch.matmul", "| cutecourse.gemm"]
+    assert table[0][:3] == ["| kernel", "ncu kernel", "duration (µs)"], out
+    # every kernel is named by its launch, split-K's reduction too: the launch of two kernels has two rows
+    launches = [row[0] for row in table[1:]]
+    assert launches[:2] == ["| torch.matmul", "| cutecourse.gemm"], out
+    assert launches[2:] == ["| gemm11_pingpong(splits=2)"] * 2, out
     # ncu's durations are read in µs whichever unit it printed: torch.matmul's agrees with CUDA events in this
-    # process within 10× (ncu runs at locked base clocks; a unit misread would be 1000× off).
+    # process within 10× (a unit misread would be 1000× off).
     a, b, c = bench.operands(2048, 2048, 2048, "bfloat16")
     events_us = 1e3 * bench.median_ms(lambda i: torch.matmul(a, b, out=c))
     assert 0.1 < float(table[1][2]) / events_us < 10, (table[1], events_us)

@@ -118,9 +118,12 @@ def test_ncu_asks_for_the_first_metric_it_knows_and_its_csv_is_read_in_our_units
     metrics = ncu.chosen(known)
     assert metrics["tensor pipe %"] == "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"
     assert ncu.chosen(set())["tensor pipe %"] == ncu.METRICS["tensor pipe %"][0]
-    line = ncu.command("ncu", metrics, ["python3", "x.py"], "/tmp/log", ncu.stalls(set()))
-    assert line[:7] == ["ncu", "--clock-control", "none", "--profile-from-start", "off", "--csv", "--page"]
-    assert line[-4:] == ["--log-file", "/tmp/log", "python3", "x.py"]
+    line = ncu.command("ncu", metrics, ["python3", "x.py"], "/tmp/profile", ncu.stalls(set()))
+    assert line[:6] == ["ncu", "--clock-control", "none", "--profile-from-start", "off", "--nvtx"]
+    assert line[-5:] == ["--export", "/tmp/profile", "--force-overwrite", "python3", "x.py"]
+    assert ncu.export("ncu", "/tmp/profile", True) == ["ncu", "--import", "/tmp/profile.ncu-rep", "--csv", "--page",
+                                                       "raw", "--print-nvtx-rename", "kernel"]
+    assert "--print-nvtx-rename" not in ncu.export("ncu", "/tmp/profile", False)
     profiles = ncu.parse(NCU_CSV, metrics)
     assert [p["kernel"] for p in profiles] == ["nvjet_sm90_tst_256x128", "kernel_cutlass_gemm"]
     assert profiles[0]["duration (µs)"] == 209.504 and profiles[0]["SM clock (MHz)"] == 1490.0
@@ -133,7 +136,8 @@ def test_ncu_asks_for_the_first_metric_it_knows_and_its_csv_is_read_in_our_units
     assert row["stall long_scoreboard"] == 3.0 and row["stall wait"] is None and "stalls" not in row
     assert list(row)[:2] == ["launched", "kernel"] and row["launched"] == "gemm10_multicast"
     assert list(row)[-len(ncu.STALLS):] == [f"stall {reason}" for reason in ncu.STALLS]  # every row has every column
-    assert "launched" not in ncu.flat({"kernel": "k"}) and ncu.flat({"kernel": "k"})["stall barrier"] is None
+    unnamed = ncu.flat({"kernel": "k"}, None)
+    assert unnamed["launched"] is None and unnamed["stall barrier"] is None
     asked = line[line.index("--metrics") + 1].split(",")
     assert [name for name in asked if "_stalled_" in name] == [ncu.STALL_METRIC.format(r) for r in ncu.STALLS]
     # an ncu that knows only some stall reasons is asked for only those, as for the other metrics
@@ -147,7 +151,12 @@ def test_ncu_asks_for_the_first_metric_it_knows_and_its_csv_is_read_in_our_units
     selected = dict(profiles[0], stalls={"selected": 1.0, "wait": 0.5})  # the issuing warp is not a stall
     assert ncu.table(["k"], [selected]).endswith("| wait 0.50 |")
     assert ncu.table(["k"], [{"kernel": "k", **{w: None for w in ncu.METRICS}}]).endswith("| n/a | n/a |")
-    assert ncu.table(["only one name"], profiles).splitlines()[2].startswith("|  | nvjet")
+    assert ncu.table([None, None], profiles).splitlines()[2].startswith("|  | nvjet")
+    # a launch that ran two kernels (split-K's GEMM and reduction) names both; a name inside another takes the longer
+    launched = ["torch.matmul", "gemm11_pingpong", "gemm11_pingpong(splits=2)"]
+    ranges = ["torch.matmul", "gemm11_pingpong(splits=2)", "gemm11_pingpong(splits=2)", "gemm11_pingpong", "elsewhere"]
+    assert ncu.named(launched, ranges, 5) == [*launched[:1], launched[2], launched[2], launched[1], None]
+    assert ncu.named(launched, ranges[:3], 5) == [None] * 5  # a renamed page that does not match is not guessed at
     assert ncu.parse("no csv here", metrics) == []
 
 
@@ -176,20 +185,27 @@ def test_bench_gemm_says_what_it_needs_where_it_cannot_run(capsys, monkeypatch):
 
 
 FAKE_NCU = '''#!/usr/bin/env python3
-"""A stand-in for ncu: it knows every metric but one stall reason, and "profiles" two launches."""
+"""A stand-in for ncu: it knows every metric but one stall reason, and "profiles" two launches, the second of which
+ran two kernels (split-K's GEMM and its reduction); its report reads back renamed by NVTX range where asked."""
 import sys
 args = sys.argv[1:]
 if args == ["--query-metrics"]:
     names = [m.split(".")[0] for m in %r if "stalled_barrier" not in m]
     print("Device NVIDIA H200\\n" + "\\n".join(f"{n}  Counter  a metric" for n in names))
     sys.exit(0)
+if "--import" in args:
+    metrics = open(args[args.index("--import") + 1]).read().split(",")
+    renamed = "--print-nvtx-rename" in args
+    kernels = ["torch.matmul", "gemm10_multicast", "gemm10_multicast"] if renamed else ["nvjet_a", "kernel_b", "reduce"]
+    rows = [["ID", "Kernel Name", *metrics], ["", "", *["" for _ in metrics]]]
+    rows += [[str(i), kernel, *[str(i + 1) for _ in metrics]] for i, kernel in enumerate(kernels)]
+    print("\\n".join(",".join(f'"{v}"' for v in row) for row in rows))
+    sys.exit(0)
 metrics = args[args.index("--metrics") + 1].split(",")
 assert not any("stalled_barrier" in m for m in metrics), "asked for a metric this ncu does not know"
-header = ["ID", "Kernel Name", *metrics]
-rows = [["", "", *["" for _ in metrics]], ["0", "nvjet_a", *["1" for _ in metrics]],
-        ["1", "kernel_b", *["2" for _ in metrics]]]
-with open(args[args.index("--log-file") + 1], "w") as log:
-    log.write("\\n".join(",".join(f'"{v}"' for v in row) for row in [header, *rows]) + "\\n")
+assert "--nvtx" in args, "the launches' NVTX ranges are not recorded"
+with open(args[args.index("--export") + 1] + ".ncu-rep", "w") as report:
+    report.write(",".join(metrics))
 print("launched: torch.matmul gemm10_multicast")
 '''
 
@@ -218,6 +234,7 @@ def test_bench_gemm_ncu_asks_for_what_ncu_knows_and_writes_each_launch_and_stall
     assert "stalls: 17 reasons" in out  # the one this ncu lacks was not asked for
     table = [line for line in out.splitlines() if line.startswith("| ")]
     assert table[1].startswith("| torch.matmul | nvjet_a | 1.0 |") and table[2].startswith("| gemm10_multicast |")
+    assert table[3].startswith("| gemm10_multicast | reduce | 3.0 |")  # the launch's second kernel is named too
     rows = list(csv.DictReader(open(out_csv)))
-    assert [r["launched"] for r in rows] == ["torch.matmul", "gemm10_multicast"]
+    assert [r["launched"] for r in rows] == ["torch.matmul", "gemm10_multicast", "gemm10_multicast"]
     assert rows[1]["stall wait"] == "2.0" and rows[1]["stall barrier"] == ""  # every reason a column
