@@ -202,7 +202,6 @@ def tune(shape: tuple[int, int, int], dtype: str = "bfloat16", *, step: str | No
     return result
 
 
-
 def measure_winners(shapes: list[tuple[int, int, int]], dtype: str = "bfloat16", *, rounds: int = 3,
                     settle_ms: float = 100.0, write: bool = True,
                     say: Callable[[str], object] | None = None) -> dict[str, dict[str, Any]]:

@@ -127,6 +127,8 @@ PTX_MISTAKES = {
                                                   "waits once per K tile"),
     "the package's gemm04, verbatim": (gemm04_verbatim, "is not defined"),
 }
+
+
 def prefetch_one_short() -> str:
     """The refill copies tile kt + STAGES - 2 into the freed slot: from tile STAGES - 1 on, every slot read holds the
     tile before the one expected (deterministic: one tile counted twice, the last never)."""

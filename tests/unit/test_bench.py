@@ -10,7 +10,6 @@ import time
 from cutecourse import bench
 
 
-
 def test_clocks_take_the_median_reading_inside_the_window_and_skip_unreadable_lines():
     lines = ["1500, 690.50", "[N/A], [N/A]", "1400, 700.00", "1900, 650.00"]  # medians, not means
     command = [sys.executable, "-c", f"print({chr(10).join(lines)!r}, flush=True)"]

@@ -12,7 +12,6 @@ torch = pytest.importorskip("torch")
 from . import benchmarks  # noqa: E402
 
 
-
 @pytest.fixture(scope="module")
 def bench():
     """benchmarks/epilogue.py as a module (it imports benchmarks/gemm.py as `gemm`, as when run)."""

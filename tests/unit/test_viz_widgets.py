@@ -30,8 +30,6 @@ def test_docstring_examples_run(module):
     assert result.failed == 0 and result.attempted > 0
 
 
-
-
 def test_layout_explorer_redraws_when_shape_or_stride_changes():
     ex = widgets.layout_explorer("(4,8)", "(8,1)")
     first = ex.picture.value

@@ -140,8 +140,6 @@ def relative_error(got: Any, ref: Any) -> float:
     return float(np.linalg.norm(got - ref) / max(np.linalg.norm(ref), 1e-300))
 
 
-
-
 def rounded(x: Any, dtype: str) -> Any:
     """`x` (float32 numpy) as the learner's process sees it after the cast to `dtype`, back as float64: the exact
     reference for kernels that move data without arithmetic."""

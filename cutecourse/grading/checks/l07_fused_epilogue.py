@@ -468,8 +468,6 @@ def staging_hint(code: str) -> str | None:
     return None
 
 
-
-
 def vector_ptx_hint(code: Any) -> str | None:
     """What is missing from, or wrong in, the PTX of the staged, vectorized store; None if it has what 7.4 asks."""
     code, problem = _kernel_ptx(code)

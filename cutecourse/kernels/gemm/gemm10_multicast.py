@@ -84,7 +84,6 @@ class Config:
         return min(self.tile_m // 64, 2)
 
 
-
 #: fp8 operands: 128 one-byte elements of K fill the 128-byte swizzled row that 64 16-bit ones fill.
 FP8_CONFIG = Config(tile_k=128)
 

@@ -113,7 +113,6 @@ class Config:
         return self.splits > 1 or self.stream_k
 
 
-
 #: fp8 operands: 128 one-byte elements of K fill the 128-byte swizzled row that 64 16-bit ones fill.
 FP8_CONFIG = Config(tile_k=128)
 

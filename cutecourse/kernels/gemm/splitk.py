@@ -165,7 +165,6 @@ def work_at(coord: Any, config: Any, clusters: tuple[Any, Any]) -> Any:
     return first_row * clusters_n + col * rows + row - first_row
 
 
-
 @cute.kernel
 def _kernel(mW: cute.Tensor, mD: cute.Tensor, mSrc: cute.Tensor, mBias: cute.Tensor, mAux: cute.Tensor,
             alpha: cutlass.Float32, beta: cutlass.Float32, tiler: cutlass.Constexpr, thr_layout: cute.Layout,
