@@ -87,6 +87,17 @@ def test_every_shipped_entry_is_a_config_its_step_takes_with_what_was_measured()
         assert 2 <= e["raced"] <= len(winners.CANDIDATES), (cls, e)  # the race's size: what `explain` says it beat
 
 
+def test_every_candidate_is_a_config_its_step_takes_that_fits_sm90():
+    """A candidate its step refuses, or that overflows sm_90's shared memory, would only ever be skipped by the race."""
+    import importlib
+
+    from cutecourse.kernels.gemm import budget
+
+    for step, fields in winners.CANDIDATES:
+        config = importlib.import_module(f"cutecourse.kernels.gemm.{step}").Config(**fields)
+        assert budget.fits(step, config, "bfloat16", "bfloat16", 90), (step, fields)
+
+
 def test_measuring_winners_needs_a_hopper_gpu():
     from cutecourse import tuning
 

@@ -37,6 +37,11 @@ CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
     # leaves L2 once (on an H100, benchmarks/RESULTS.md 2026-12-06 sixth session: 1.15× torch.matmul, the 1 × 2
     # cluster 1.05×)
     ("gemm11_pingpong", {"tile_m": 64, "tile_n": 64, "cluster_m": 2, "cluster_n": 1}),
+    # tiles as wide as fills whole waves of the 132 SMs at M = 128 (two row tiles a cluster): 6144 / 96 = 64 column
+    # tiles, 128 CTAs in one wave where 64 × 128 tiles give 96; 28672 / 224 = 128, 256 CTAs in two waves where 64 ×
+    # 128 tiles give 448 in four, the last a third full
+    ("gemm11_pingpong", {"tile_m": 64, "tile_n": 96, "cluster_m": 2, "cluster_n": 1}),
+    ("gemm11_pingpong", {"tile_m": 64, "tile_n": 224, "cluster_m": 2, "cluster_n": 1}),
     # split-K (`cutecourse.kernels.gemm.splitk`): a long K over few tiles
     ("gemm11_pingpong", {"splits": 2, "cluster_m": 1, "cluster_n": 2}),
     ("gemm11_pingpong", {"tile_m": 64, "splits": 4, "cluster_m": 1, "cluster_n": 2}),
