@@ -91,7 +91,7 @@ def run_nbval(g: Grade) -> tuple[dict[int, tuple[str, str]], dict[str, str]]:
     (spec_dir / "kernel.json").write_text(json.dumps({"argv": kernel, "display_name": "learner (jailed)",
                                                       "language": "python"}))
     xml = g.work / "nbval.xml"
-    cmd = [sys.executable, "-c", _PYTEST_WITHOUT_URI_GRAMMAR, "--nbval-lax", str(path),
+    cmd = [sys.executable, "-c", _PYTEST_WITHOUT_URI_GRAMMAR, "-p", "nbval.plugin", "--nbval-lax", str(path),
            f"--nbval-cell-timeout={max(1, int(g.timeout))}", f"--nbval-kernel-name={KERNEL_NAME}",
            "-p", "cutecourse.grading.kernel_jail", "-p", "no:cacheprovider", "-o", "addopts=", "-q",
            f"--junitxml={xml}", f"--rootdir={g.work}"]
