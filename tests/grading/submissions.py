@@ -119,14 +119,18 @@ def graded(submission: str | Path, course: grader.Course, **options) -> Report:
 
 
 def grade_lesson(tmp_path: Path, lesson: str, answers: dict[str, str], timeout: float = 60,
-                 exercises: set[str] | None = None, shared: bool = False) -> Report:
+                 exercises: set[str] | None = None, shared: bool = False, checks: bool = True) -> Report:
     """Grade `lesson`'s exercise notebook with these answers filled in, against the course in this repository; with
     `exercises`, only those (far faster: the others' checks and hidden tests do not run). `shared`: through `graded`
-    (a report another test of the session observes too; never for a test that times the grade)."""
+    (a report another test of the session observes too; never for a test that times the grade). `checks=False`: the
+    hidden tests only (`cutecourse grade --hidden-only`), for a test that observes nothing else: the checks' nbval
+    run and their re-judge (a notebook kernel and learner processes, each compiling a kernel answer again) are
+    left out."""
     path = tmp_path / f"{lesson}.ipynb"
     nbio.dump(build.filled(nbio.load(ROOT / "exercises" / f"{lesson}.ipynb"), answers), path)
     grade = graded if shared else grader.grade
-    return grade(path, grader.Course.at(ROOT), timeout=timeout, exercise=exercises)
+    options = {} if checks else {"nbval": False}
+    return grade(path, grader.Course.at(ROOT), timeout=timeout, exercise=exercises, **options)
 
 
 def solution_report(tmp_path: Path, lesson: str) -> Report:

@@ -643,7 +643,7 @@ def test_the_printed_code_is_in_the_lesson(lesson):
 @pytest.mark.parametrize("lesson", LESSONS)
 def test_the_lessons_printed_code_as_the_answer_fails_the_hidden_tests(lesson, tmp_path):
     answers = {e: answer for e, (_, answer) in printed(lesson).items()}
-    report = grade_lesson(tmp_path, lesson, answers, timeout=120, exercises=set(answers))
+    report = grade_lesson(tmp_path, lesson, answers, timeout=120, exercises=set(answers), checks=False)
     hidden = [t for t in report.tests if t.exercise in answers and t.name.startswith("hidden")]
     assert {t.exercise for t in hidden} == set(answers), reports.summary(report)
     assert all(t.status == FAILED for t in hidden), reports.summary(report)
