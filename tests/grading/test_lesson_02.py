@@ -24,8 +24,8 @@ def solution(exercise: str) -> str:
     return lesson_solution(LESSON, exercise)
 
 
-def submit(tmp_path: Path, answers: dict[str, str]) -> grader.Report:
-    return grade_lesson(tmp_path, LESSON, answers)
+def submit(tmp_path: Path, answers: dict[str, str], exercises: set[str] | None = None) -> grader.Report:
+    return grade_lesson(tmp_path, LESSON, answers, exercises=exercises)
 
 
 # 2.2 answered only for the check's visible cases: the check passes, the hidden test does not.
@@ -120,8 +120,8 @@ def test_checks_explain_a_wrong_answer_without_giving_it_away(capsys, exercise, 
 def test_a_wrong_coalesce_costs_the_later_exercises_nothing(tmp_path):
     """2.3-2.5 take their inputs ready (A coalesced where it matters): judged against the reference, never through
     the learner's 2.2."""
-    report = submit(tmp_path, {"2.2": WRONG["2.2"], "2.3": solution("2.3"), "2.4": solution("2.4"),
-                               "2.5": solution("2.5")})
+    answers = {"2.2": WRONG["2.2"], "2.3": solution("2.3"), "2.4": solution("2.4"), "2.5": solution("2.5")}
+    report = submit(tmp_path, answers, exercises=set(answers))  # 2.1, untouched, is not what this is about
     check = 1.0  # the check's point counts with or without jupyter
     got = {e: report.exercises()[e][0] for e in ("2.2", "2.3", "2.4", "2.5")}
     assert got == {"2.2": 0.0, "2.3": 3 + check, "2.4": 2 + check, "2.5": 2 + check}, reports.summary(report)
