@@ -164,6 +164,32 @@ def test_the_launcher_imports_no_torch_and_no_answers():
     assert out.stdout.split() == ["False", "True"]
 
 
+def test_a_learner_process_compiles_a_module_from_stand_ins_without_torch(tmp_path):
+    """What a learner process does for the grader on a CPU (`via="module"`: stand-ins of the tensors' dtypes and
+    ranks) imports no torch, which would add over a CPU-second to every such process."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "answer.py"
+    path.write_text(SOLUTION_4_2)
+    probe = (f"import importlib.util, sys; spec = importlib.util.spec_from_file_location('answer', {str(path)!r}); "
+             f"answer = importlib.util.module_from_spec(spec); spec.loader.exec_module(answer); "
+             f"from cutecourse.grading import harness; T = harness.TensorSpec; "
+             f"sent = harness.module(answer.cast_host, 'sm_80', T('float32', 2, 'cpu'), T('float16', 2, 'cpu'), "
+             f"vector=4); print('torch' in sys.modules, 'ld.global' in sent['ptx'])")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "True"], out.stderr[-2000:]
+
+
+def test_the_stand_ins_element_types_are_what_from_dlpack_makes_of_torchs_dtypes():
+    import torch
+    from cutlass.cute.runtime import from_dlpack
+
+    for name in harness.CUTE_DTYPES:
+        made = from_dlpack(torch.empty(1, dtype=getattr(torch, name))).element_type
+        assert harness._cute_dtype(name) is made, (name, made)
+
+
 # A wrong kernel: the solution of 5.5 storing twice the product. Its PTX has every instruction the checks look for.
 DOUBLED = edited(SOLUTION_5_5, ("tCgC[i] = acc[i].to(mC.element_type)", "tCgC[i] = (acc[i] * 2.0).to(mC.element_type)"))
 
