@@ -164,9 +164,10 @@ def test_the_launcher_imports_no_torch_and_no_answers():
     assert out.stdout.split() == ["False", "True"]
 
 
-def test_a_learner_process_compiles_a_module_from_stand_ins_without_torch(tmp_path):
-    """What a learner process does for the grader on a CPU (`via="module"`: stand-ins of the tensors' dtypes and
-    ranks) imports no torch, which would add over a CPU-second to every such process."""
+def test_a_learner_process_compiles_a_kernel_answer_without_torch(tmp_path):
+    """What a learner process does with a kernel answer on a CPU (the grader's `via="module"`, and the checks'
+    `via="ptx"` in the notebook kernel: compiles from stand-ins of the tensors' dtypes and ranks) imports no torch,
+    which would add over a CPU-second to every such process."""
     import subprocess
     import sys
 
@@ -174,11 +175,13 @@ def test_a_learner_process_compiles_a_module_from_stand_ins_without_torch(tmp_pa
     path.write_text(SOLUTION_4_2)
     probe = (f"import importlib.util, sys; spec = importlib.util.spec_from_file_location('answer', {str(path)!r}); "
              f"answer = importlib.util.module_from_spec(spec); spec.loader.exec_module(answer); "
-             f"from cutecourse.grading import harness; T = harness.TensorSpec; "
+             f"from cutecourse.grading import checks, harness, sandbox; T = harness.TensorSpec; "
              f"sent = harness.module(answer.cast_host, 'sm_80', T('float32', 2, 'cpu'), T('float16', 2, 'cpu'), "
-             f"vector=4); print('torch' in sys.modules, 'ld.global' in sent['ptx'])")
+             f"vector=4); check = checks.cast_ptx.spec(); "
+             f"ptx, _ = sandbox.execute(answer.cast_host, check['cases'][0], 'ptx', check['options']); "
+             f"print('torch' in sys.modules, 'ld.global' in sent['ptx'], 'ld.global' in ptx)")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["False", "True"], out.stderr[-2000:]
+    assert out.stdout.split() == ["False", "True", "True"], out.stderr[-2000:]
 
 
 def test_the_stand_ins_element_types_are_what_from_dlpack_makes_of_torchs_dtypes():
