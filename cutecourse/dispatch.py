@@ -28,7 +28,10 @@ The rules, in order (lesson 8 explains each; `Choice.reasons` names the ones tha
    arch's CTA (`budget`): the default's 144 KiB on sm_80 and sm_100, 96 KiB on sm_86, sm_89 and sm_120 (99 KiB).
    Every Config chosen, given or tuned is checked against the arch's limit (`hw.ARCH_LIMITS`).
 6. Where `cutecourse.tune` has stored a config for this GPU, driver, DSL version and problem, that config (and its
-   step) is used instead: measured beats modelled.
+   step) is used instead: measured beats modelled. Else, on sm_90, where the shipped table of measured winners
+   (`cutecourse.kernels.gemm.winners`) has the problem's shape class, its winner runs: for a call with an
+   epilogue the fused race's winner (bias + GELU against cuBLASLt's fused epilogue) where that race measured the
+   class, else the plain product's; for fp8 e4m3 the fp8 race's (against ``torch._scaled_mm``).
 7. The decode GEMV (`cutecourse.kernels.gemm.gemv`): where nothing was measured for the problem's class, M is at
    most `GEMV_ROWS` and b is K-major (``x @ W.t()`` with W as ``nn.Linear`` stores it), on any arch from sm_80. A
    product of so few rows reads each weight once for a few FMAs: it runs at the memory's bandwidth, which warps
@@ -174,7 +177,7 @@ def explain(a: Any, b: Any, out: Any = None, *, epilogue: Any = None, config: An
     if tuned is not None:
         return tuned
     hopper = "sm_90: the Hopper path (TMA, wgmma, warp specialization)"
-    measured = None if fp8 or cc != 90 else _measured(a, b, cc, ab, ops)
+    measured = None if cc != 90 else _measured(a, b, cc, ab, ops, fused)
     if measured is not None:
         return Choice(measured[0], measured[1], (*reasons, hopper, measured[2], *_k_tail(a.shape[1], measured[1])))
     if not fp8 and a.shape[0] <= GEMV_ROWS and vectors.b_major == "k":
@@ -215,13 +218,20 @@ def explain(a: Any, b: Any, out: Any = None, *, epilogue: Any = None, config: An
                                  *_k_tail(a.shape[1], config)))
 
 
-def _measured(a: Any, b: Any, cc: int, ab: str, ops: Any) -> tuple[str, Any, str] | None:
+def _measured(a: Any, b: Any, cc: int, ab: str, ops: Any, fused: bool) -> tuple[str, Any, str] | None:
     """The shipped table's winner for this problem's shape class (`winners`), as (step, Config, reason), if one was
-    measured for this arch and dtype and it fits this GPU's shared memory."""
+    measured for this arch and dtype and it fits this GPU's shared memory: for a `fused` call the fused epilogue's
+    race's winner first (`winners.key`), else the plain product's."""
     m, k = a.shape
     n = b.shape[1]
-    entry = winners.lookup(f"sm_{cc}", ab, m, n, k)
-    if entry is None:
+    if ab not in ("float16", "bfloat16", winners.FP8):
+        return None  # no race measures it (fp8 e5m2)
+    keys = [winners.key(ab, True), ab] if fused and ab != winners.FP8 else [ab]
+    for key in keys:
+        entry = winners.lookup(f"sm_{cc}", key, m, n, k)
+        if entry is not None:
+            break
+    else:
         return None
     config = _module(entry["step"]).Config(**entry["config"])
     if not budget.fits(entry["step"], config, ops.ab, ops.c, cc):
@@ -229,8 +239,12 @@ def _measured(a: Any, b: Any, cc: int, ab: str, ops: Any) -> tuple[str, Any, str
     cls = winners.shape_class(m, n, k)
     picked = f"{entry['step']}({changes(entry['step'], config) or 'default'})"
     measured = f"{entry['gpu'].split('|')[0]}, {entry['date']}: {'x'.join(map(str, entry['shape']))}"
-    reason = (f"measured: for {winners.describe(cls)} ({cls}), {picked} ran fastest of {entry['raced']} "
-              f"configs ({measured} at {entry['ratio']:.3f}× torch.matmul; {winners.TABLE.name})")
+    race = {"plain": "", "fused": " with bias + GELU fused", "fp8": " in fp8"}[winners.kind(key)]
+    unraced = (", as the plain product: no fused epilogue was raced on this class"
+               if fused and winners.kind(key) == "plain" else "")
+    reason = (f"measured: for {winners.describe(cls)} ({cls}), {picked} ran fastest{race} of {entry['raced']} "
+              f"configs ({measured} at {entry['ratio']:.3f}× {winners.BASELINES[winners.kind(key)]}; "
+              f"{winners.TABLE.name}){unraced}")
     return entry["step"], config, reason
 
 

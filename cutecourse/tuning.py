@@ -202,15 +202,18 @@ def tune(shape: tuple[int, int, int], dtype: str = "bfloat16", *, step: str | No
     return result
 
 
-def measure_winners(shapes: list[tuple[int, int, int]], dtype: str = "bfloat16", *, rounds: int = 3,
-                    settle_ms: float = 100.0, write: bool = True,
+def measure_winners(shapes: list[tuple[int, int, int]], dtype: str = "bfloat16", *, fused: bool = False,
+                    rounds: int = 3, settle_ms: float = 100.0, write: bool = True,
                     say: Callable[[str], object] | None = None) -> dict[str, dict[str, Any]]:
-    """Race `cutecourse.kernels.gemm.winners.CANDIDATES` on each of `shapes` (M, N, K) in `dtype` on this GPU, as
+    """Race the candidates of `winners.races` on each of `shapes` (M, N, K) in `dtype` on this GPU, as
     ``nn.Linear`` multiplies (both operands K-major): each candidate checked against float64 torch (a wrong or
     refused one is skipped and said; swap-AB ones run only up to `winners.SWAP_AB_ROWS` rows: `winners.raced`), the
-    right ones timed with torch.matmul in `cutecourse.bench.settled_rounds`. Returns {shape class: the fastest's
-    entry} and, when `write`, merges them into the shipped table (`winners.store`) under this GPU's arch; a class
-    measured twice keeps the larger problem's winner."""
+    right ones timed with their baseline in `cutecourse.bench.settled_rounds`. In float16 or bfloat16 the race times
+    the plain product against torch.matmul, or with `fused` the epilogue GELU(x @ W.t() + bias) against cuBLASLt's
+    fused one (``torch._addmm_activation``); in float8_e4m3fn, per-tensor scaled operands into a bfloat16 D against
+    ``torch._scaled_mm``. Returns {shape class: the fastest's entry} and, when `write`, merges them into the shipped
+    table (`winners.store`) under this GPU's arch and the race's key (`winners.key`); a class measured twice keeps
+    the larger problem's winner."""
     import datetime
 
     import torch
@@ -219,8 +222,7 @@ def measure_winners(shapes: list[tuple[int, int, int]], dtype: str = "bfloat16",
     from cutecourse import bench
     from cutecourse.kernels.gemm import winners
 
-    if dtype not in ("float16", "bfloat16"):
-        raise ValueError(f"dtype={dtype!r}: the race times float16 or bfloat16 GEMMs")
+    table_key = winners.key(dtype, fused)
     if not torch.cuda.is_available():
         raise ValueError("measuring winners times kernels on a GPU and none is visible here: run it on an sm_90 GPU")
     major, minor = torch.cuda.get_device_capability()
@@ -228,37 +230,83 @@ def measure_winners(shapes: list[tuple[int, int, int]], dtype: str = "bfloat16",
         raise ValueError(f"this GPU is sm_{major}{minor}; the winners' candidates are the Hopper steps (sm_90)")
     found: dict[str, dict[str, Any]] = {}
     clocks = bench.Clocks()
-    bar = tqdm(shapes, desc=f"racing {len(winners.CANDIDATES)} configs, {dtype}", unit="shape")
+    candidates = winners.races(table_key)
+    bar = tqdm(shapes, desc=f"racing {len(candidates)} configs, {table_key}", unit="shape")
     say = say or bar.write
+    baseline = winners.BASELINES[winners.kind(table_key)]
     try:
         for m, n, k in bar:
-            a, b, c = bench.operands(m, n, k, dtype, majors=("k", "k"))
-            kernels: dict[Any, Callable[[int], object]] = {"torch.matmul": lambda i: torch.matmul(a, b, out=c)}
-            for step, fields in winners.CANDIDATES:
+            a, b, c, base, kwargs, judge = _race_problem(m, n, k, table_key)
+            kernels: dict[Any, Callable[[int], object]] = {baseline: base}
+            for step, fields in candidates:
                 if not winners.raced(fields, m):
                     continue
                 module = importlib.import_module(f"cutecourse.kernels.gemm.{step}")
                 config = module.Config(**fields)
+
+                def run(a: Any, b: Any, c: Any, config: Any, gemm: Any = module.gemm) -> Any:
+                    return gemm(a, b, c, config, **kwargs)
+
                 try:
                     kernels[(step, config)] = bench.checked(f"{m}x{n}x{k} {step}({changes(step, config) or 'default'})",
-                                                            module.gemm, config, a, b, c, say=lambda line: None)
+                                                            run, config, a, b, c, say=lambda line: None, judge=judge)
                 except (bench.WrongResult, ValueError) as exc:
                     say(f"{m}x{n}x{k}: skipped {step}({changes(step, config)}): {exc}")
+            torch.cuda.empty_cache()  # the float64 reference is gone; its memory need not stay reserved
             times, power = bench.settled_rounds(kernels, rounds, settle_ms, clocks)
-            result = bench.summary(times, power, 2 * m * n * k)
-            matmul = result.pop("torch.matmul")
+            result = bench.summary(times, power, 2 * m * n * k, base=baseline)
+            matched = result.pop(baseline)
             (step, config), best = max(result.items(), key=lambda item: item[1]["ratio"])
             cls = winners.shape_class(m, n, k)
             entry = {"step": step, "config": asdict(config), "shape": [m, n, k], "raced": len(result),
                      "ms": round(best["ms"], 5),
-                     "ratio": round(best["ratio"], 3), "baseline_ms": round(matmul["ms"], 5),
+                     "ratio": round(best["ratio"], 3), "baseline_ms": round(matched["ms"], 5),
                      "gpu": tune_cache.gpu_identity(a.device), "date": datetime.date.today().isoformat()}
-            say(f"{m}x{n}x{k} ({cls}): {step}({changes(step, config) or 'default'}) {best['ratio']:.3f}x torch.matmul")
+            say(f"{m}x{n}x{k} ({cls}, {table_key}): {step}({changes(step, config) or 'default'}) "
+                f"{best['ratio']:.3f}x {baseline}")
             if cls not in found or math.prod(found[cls]["shape"]) < m * n * k:
                 found[cls] = entry
     finally:
         bar.close()
         clocks.close()
     if write:
-        winners.store(f"sm_{major}{minor}", dtype, found)
+        winners.store(f"sm_{major}{minor}", table_key, found)
     return found
+
+
+def _race_problem(m: int, n: int, k: int, table_key: str) -> tuple[Any, Any, Any, Callable[[int], object],
+                                                                   dict[str, Any], Callable[[Any], str | None]]:
+    """One problem of a race of `table_key` on the GPU: (A, B K-major, D, the baseline's launch fn(i), the keyword
+    arguments a candidate's launcher gets, the judge of D against float64 torch)."""
+    import torch
+
+    from cutecourse import bench
+    from cutecourse.kernels.gemm import epilogue, fp8, tolerances, winners
+
+    what = winners.kind(table_key)
+    if what == "fp8":
+        generator = torch.Generator(device="cuda").manual_seed(0)
+        a, sa = fp8.quantize(torch.randn(m, k, device="cuda", generator=generator), torch.float8_e4m3fn)
+        bt, sb = fp8.quantize(torch.randn(n, k, device="cuda", generator=generator), torch.float8_e4m3fn)
+        b = bt.t()  # K-major: fp8 wgmma (and cuBLASLt's fp8) take only that
+        c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        ref = fp8.dequantize(a, sa) @ fp8.dequantize(bt, sb).t()
+        scale_a, scale_b = (torch.tensor(s, device="cuda", dtype=torch.float32) for s in (sa, sb))
+
+        def scaled(i: int) -> Any:
+            return torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=torch.bfloat16, out=c)
+
+        return a, b, c, scaled, {"alpha": sa * sb}, lambda out: tolerances.within_epilogue_bounds(
+            out, ref, ref, precision=tolerances.FP8_PRECISION)
+    a, b, c = bench.operands(m, n, k, table_key.removesuffix(winners.FUSED_SUFFIX), majors=("k", "k"))
+    if what == "plain":
+        return a, b, c, lambda i: torch.matmul(a, b, out=c), {}, lambda out: tolerances.within_bounds(out, a, b)
+    bias = torch.randn(n, device="cuda", dtype=a.dtype)
+    gelu = epilogue.Epilogue("gelu_tanh", bias="n")
+    d_ref, x_ref = epilogue.reference(a.double() @ b.double(), gelu, bias=bias)
+
+    def fused(i: int) -> Any:
+        return torch._addmm_activation(bias, a, b, use_gelu=True, out=c)
+
+    return a, b, c, fused, {"epilogue": gelu, "bias": bias}, lambda out: tolerances.within_epilogue_bounds(
+        out, d_ref, x_ref, "gelu_tanh")

@@ -3,14 +3,13 @@ D = act(alpha · A·B + beta · C + bias) on 525 random ragged shapes and 105 ed
 (every activation with every bias kind, the bias in D's dtype or float32, aux on and off, both operand dtypes, every
 D dtype, both majors of A and B, beta = 0 with a NaN-filled C, which must not be read, and beta ≠ 0, alpha ≠ 1 and
 alpha = 1), every output poisoned with NaN first, judged with bounds scaled by each activation's Lipschitz constant
-(the benchmark's `within_epilogue_bounds`). fp8 (e4m3 and e5m2, steps 10 and 11, both K-major) against float64 of the
+(`tolerances.within_epilogue_bounds`). fp8 (e4m3 and e5m2, steps 10 and 11, both K-major) against float64 of the
 dequantized inputs, and once against torch._scaled_mm. The launcher's refusals of bad epilogue arguments, by name.
 A compile is cached per (operands, config, epilogue, bias dtype, beta ≠ 0, alpha ≠ 1): about 115 here, 2-4 s each,
 so the file takes about 7 minutes on an H200."""
 
 import importlib.util
 import random
-import sys
 import zlib
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -25,8 +24,6 @@ from cutecourse.kernels.gemm.epilogue import ACTIVATIONS, Epilogue, reference  #
 
 pytestmark = pytest.mark.gpu(80)
 
-ROOT = Path(__file__).parents[2]
-
 
 def _load(name, path):
     spec = importlib.util.spec_from_file_location(name, path)
@@ -35,15 +32,9 @@ def _load(name, path):
     return module
 
 
-# The ladder's GPU helpers (shapes, operands, runnable) and the benchmark's judge, imported, not copied. The benchmark
-# imports benchmarks/gemm.py as `gemm`, as when it runs.
+# The ladder's GPU helpers (shapes, operands, runnable), imported, not copied.
 gemm_gpu = _load("gemm_gpu_helpers", Path(__file__).with_name("test_gemm_gpu.py"))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-try:
-    bench = _load("epilogue_benchmark", ROOT / "benchmarks" / "epilogue.py")
-finally:
-    sys.path.remove(str(ROOT / "benchmarks"))
-within_epilogue_bounds = bench.within_epilogue_bounds
+within_epilogue_bounds = tolerances.within_epilogue_bounds
 
 STEPS = list(FUSING)
 BIASES = ("none", "n", "m")
@@ -196,7 +187,7 @@ def test_fp8_matches_float64_of_the_dequantized_inputs_on_random_shapes(step, dt
         d = torch.full((m, n), float("nan"), device="cuda", dtype=d_dtype)
         module.gemm(a8, b8, d, module.FP8_CONFIG, alpha=sa * sb)
         torch.cuda.synchronize()
-        problem = within_epilogue_bounds(d, ref, ref, precision=bench.FP8_PRECISION)
+        problem = within_epilogue_bounds(d, ref, ref, precision=tolerances.FP8_PRECISION)
         if problem:
             wrong.append(f"{(m, n, k)}: {problem}")
     assert not wrong, f"{step} {dtype} -> {d_dtype}: {len(wrong)} of {len(cases)} shapes wrong:\n" + "\n".join(wrong)
@@ -213,9 +204,10 @@ def test_fp8_agrees_with_torch_scaled_mm():
     theirs = torch._scaled_mm(a8, b8, scale_a=torch.tensor(sa, device="cuda"), scale_b=torch.tensor(sb, device="cuda"),
                               out_dtype=torch.bfloat16)
     torch.cuda.synchronize()
-    assert within_epilogue_bounds(theirs, ref, ref, precision=bench.FP8_PRECISION) is None  # the judge holds for them
-    assert within_epilogue_bounds(d, ref, ref, precision=bench.FP8_PRECISION) is None
-    assert float((d.double() - theirs.double()).norm() / ref.norm()) < tolerances.BOUNDS[bench.FP8_PRECISION][0]
+    # the judge holds for them
+    assert within_epilogue_bounds(theirs, ref, ref, precision=tolerances.FP8_PRECISION) is None
+    assert within_epilogue_bounds(d, ref, ref, precision=tolerances.FP8_PRECISION) is None
+    assert float((d.double() - theirs.double()).norm() / ref.norm()) < tolerances.BOUNDS[tolerances.FP8_PRECISION][0]
 
 
 def bad_arguments(m, n):

@@ -9,6 +9,8 @@ import pytest
 pytest.importorskip("cutlass")
 torch = pytest.importorskip("torch")
 
+from cutecourse.kernels.gemm import tolerances  # noqa: E402
+
 from . import benchmarks  # noqa: E402
 
 
@@ -58,17 +60,17 @@ def epilogue_case(activation, dtype, scale=1.0):
 @pytest.mark.parametrize("activation", ["none", "relu", "gelu_tanh"])
 def test_the_judge_passes_the_reference_rounded_to_ds_dtype(bench, activation, dtype):
     _, _, x, d_ref, d = epilogue_case(activation, dtype)
-    assert bench.within_epilogue_bounds(d, d_ref, x, activation) is None
+    assert tolerances.within_epilogue_bounds(d, d_ref, x, activation) is None
 
 
 def test_the_judge_allows_gelu_what_tanh_approx_may_err_and_no_more(bench):
     _, _, x, d_ref, _ = epilogue_case("gelu_tanh", torch.float32, scale=1 / 8)  # |x| about 1: tanh far from ±1
-    fast = bench.FAST_MATH["gelu_tanh"]
-    assert bench.within_epilogue_bounds((d_ref + fast * x.abs()).float(), d_ref, x, "gelu_tanh") is None
-    assert bench.within_epilogue_bounds((d_ref + 3 * fast * x.abs()).float(), d_ref, x, "gelu_tanh") is not None
+    fast = tolerances.FAST_MATH["gelu_tanh"]
+    assert tolerances.within_epilogue_bounds((d_ref + fast * x.abs()).float(), d_ref, x, "gelu_tanh") is None
+    assert tolerances.within_epilogue_bounds((d_ref + 3 * fast * x.abs()).float(), d_ref, x, "gelu_tanh") is not None
     # ReLU is exact: the same error is too much for it.
     _, _, x, d_ref, _ = epilogue_case("relu", torch.float32, scale=1 / 8)
-    assert bench.within_epilogue_bounds((d_ref + fast * x.abs()).float(), d_ref, x, "relu") is not None
+    assert tolerances.within_epilogue_bounds((d_ref + fast * x.abs()).float(), d_ref, x, "relu") is not None
 
 
 def test_the_judge_fails_a_wrong_epilogue_and_names_nan(bench):
@@ -77,9 +79,9 @@ def test_the_judge_fails_a_wrong_epilogue_and_names_nan(bench):
              "the bias along M": torch.relu(acc + bias[:, None]), "alpha = 2 ignored": torch.relu(x / 2),
              "a sigmoid for the ReLU": torch.sigmoid(x)}
     for what, got in wrong.items():
-        assert bench.within_epilogue_bounds(got.to(torch.bfloat16), d_ref, x, "relu") is not None, what
+        assert tolerances.within_epilogue_bounds(got.to(torch.bfloat16), d_ref, x, "relu") is not None, what
     d[7, 3] = float("nan")
-    assert bench.within_epilogue_bounds(d, d_ref, x, "relu") == (
+    assert tolerances.within_epilogue_bounds(d, d_ref, x, "relu") == (
         "1 of 40000 outputs are NaN (never written, or C read with beta = 0)")
 
 
@@ -92,7 +94,7 @@ def test_a_kernel_the_judge_refuses_stops_the_run_before_it_is_timed(bench, monk
     d = torch.empty(200, 200)
 
     def judge(out):
-        return bench.within_epilogue_bounds(out, d_ref, x, "relu")
+        return tolerances.within_epilogue_bounds(out, d_ref, x, "relu")
 
     def forgets_the_relu(a, b, d, config):
         d.copy_(a @ b)

@@ -68,6 +68,41 @@ def test_explain_runs_a_measured_winner_and_says_what_was_measured(table_file):
     assert cutecourse.gemm.explain(*ops(100, 6000, 4000), arch=80).step == "gemm05_swizzle"
 
 
+def test_a_fused_call_runs_the_fused_races_winner_and_fp8_the_fp8_races(table_file):
+    """A call with an epilogue runs its class's fused winner where the fused race measured the class, else the plain
+    product's winner and says that no fused race measured it; fp8 e4m3 its own race's winner, e5m2 the model."""
+    import cutecourse
+    from cutecourse.kernels.gemm import gemm10_multicast, gemm11_pingpong
+
+    plain = dict(ENTRY, shape=[4096] * 3)
+    fused = dict(ENTRY, step="gemm10_multicast", config={"tile_m": 256, "tile_n": 128}, shape=[4096] * 3, ratio=1.02,
+                 baseline_ms=0.051, raced=6)
+    fp8 = dict(fused, config={"tile_k": 128, "epi_n": 64}, ratio=1.04, baseline_ms=0.052)
+    winners.store("sm_90", "bfloat16", {"4096x4096x4096": plain})
+    winners.store("sm_90", "bfloat16+bias_gelu", {"4096x4096x4096": fused})
+    winners.store("sm_90", "float8_e4m3fn", {"4096x4096x4096": fp8})
+    square = ops(4096, 4096, 4096)
+
+    choice = cutecourse.gemm.explain(*square, arch=90, fused=True)
+    assert (choice.step, choice.config) == ("gemm10_multicast", gemm10_multicast.Config(tile_m=256, tile_n=128))
+    reason = next(r for r in choice.reasons if r.startswith("measured"))
+    assert "ran fastest with bias + GELU fused of 6 configs" in reason and "1.020× cuBLASLt fused" in reason, reason
+    choice = cutecourse.gemm.explain(*square, arch=90)
+    assert (choice.step, choice.config) == ("gemm11_pingpong", gemm11_pingpong.Config(**ENTRY["config"]))
+    assert "0.900× torch.matmul" in next(r for r in choice.reasons if r.startswith("measured"))
+    # fp16 has only a plain winner: a fused call runs it, and says why.
+    winners.store("sm_90", "float16", {"4096x4096x4096": plain})
+    choice = cutecourse.gemm.explain(*ops(4096, 4096, 4096, torch.float16), arch=90, fused=True)
+    assert choice.step == "gemm11_pingpong"
+    assert any(r.startswith("measured") and r.endswith("no fused epilogue was raced on this class")
+               for r in choice.reasons), choice
+    choice = cutecourse.gemm.explain(*ops(4096, 4096, 4096, torch.float8_e4m3fn), arch=90)
+    assert (choice.step, choice.config) == ("gemm10_multicast", gemm10_multicast.Config(tile_k=128, epi_n=64))
+    assert "ran fastest in fp8" in str(choice) and "1.040× torch._scaled_mm" in str(choice)
+    choice = cutecourse.gemm.explain(*ops(4096, 4096, 4096, torch.float8_e5m2), arch=90)
+    assert choice.config == gemm10_multicast.FP8_CONFIG and "no winner measured" in str(choice)
+
+
 def test_every_shipped_entry_is_a_config_its_step_takes_with_what_was_measured():
     import importlib
 
@@ -77,14 +112,21 @@ def test_every_shipped_entry_is_a_config_its_step_takes_with_what_was_measured()
     entries = [(arch, dtype, cls, e) for arch, by_dtype in shipped.items() for dtype, by_class in by_dtype.items()
                for cls, e in by_class.items()]
     assert {(arch, dtype) for arch, dtype, _, _ in entries} >= {("sm_90", "bfloat16"), ("sm_90", "float16")}
-    steps = {step for step, _ in winners.CANDIDATES}
-    for arch, dtype, cls, e in entries:
-        assert e["step"] in steps and winners.shape_class(*e["shape"]) == cls, (cls, e)
+    for arch, key, cls, e in entries:
+        candidates = winners.races(key)  # also refuses a key no race writes
+        assert e["step"] in {step for step, _ in candidates} and winners.shape_class(*e["shape"]) == cls, (cls, e)
         config = importlib.import_module(f"cutecourse.kernels.gemm.{e['step']}").Config(**e["config"])
-        assert budget.fits(e["step"], config, dtype, dtype, int(arch[3:])), (cls, e)
+        ab, c = operand_dtypes(key)
+        assert budget.fits(e["step"], config, ab, c, int(arch[3:])), (cls, e)
         assert e["ms"] > 0 and e["baseline_ms"] > 0 and abs(e["baseline_ms"] / e["ms"] - e["ratio"]) < 0.01
         assert e["gpu"].count("|") == 2 and len(e["date"]) == 10
-        assert 2 <= e["raced"] <= len(winners.CANDIDATES), (cls, e)  # the race's size: what `explain` says it beat
+        assert 2 <= e["raced"] <= len(candidates), (cls, e)  # the race's size: what `explain` says it beat
+
+
+def operand_dtypes(key):
+    """A table key's (A and B dtype, D dtype): fp8's D is bfloat16."""
+    ab = key.removesuffix(winners.FUSED_SUFFIX)
+    return ab, "bfloat16" if ab == winners.FP8 else ab
 
 
 def test_every_candidate_is_a_config_its_step_takes_that_fits_sm90():
@@ -93,16 +135,38 @@ def test_every_candidate_is_a_config_its_step_takes_that_fits_sm90():
 
     from cutecourse.kernels.gemm import budget
 
-    for step, fields in winners.CANDIDATES:
-        config = importlib.import_module(f"cutecourse.kernels.gemm.{step}").Config(**fields)
-        assert budget.fits(step, config, "bfloat16", "bfloat16", 90), (step, fields)
+    for key in ("bfloat16", "bfloat16+bias_gelu", "float8_e4m3fn"):
+        for step, fields in winners.races(key):
+            config = importlib.import_module(f"cutecourse.kernels.gemm.{step}").Config(**fields)
+            assert budget.fits(step, config, *operand_dtypes(key), 90), (key, step, fields)
+    fp8_steps = {step for step, _ in winners.races(winners.FP8)}
+    for step in fp8_steps:  # fp8's candidates take the k-tile of the step's own fp8 Config
+        fp8_config = importlib.import_module(f"cutecourse.kernels.gemm.{step}").FP8_CONFIG
+        assert all(fields["tile_k"] == fp8_config.tile_k for s, fields in winners.races(winners.FP8) if s == step)
+
+
+def test_a_race_is_keyed_by_what_it_measured():
+    assert [winners.key(d) for d in ("float16", "bfloat16", "float8_e4m3fn")] == ["float16", "bfloat16",
+                                                                                 "float8_e4m3fn"]
+    assert winners.key("bfloat16", fused=True) == "bfloat16+bias_gelu"
+    assert [winners.kind(k) for k in ("float16", "float16+bias_gelu", "float8_e4m3fn")] == ["plain", "fused", "fp8"]
+    assert winners.races("float16") == winners.CANDIDATES
+    assert winners.races("float16+bias_gelu") == winners.EPILOGUE_CANDIDATES
+    assert [step for step, _ in winners.races("float8_e4m3fn")] == [step for step, _ in winners.EPILOGUE_CANDIDATES]
+    for bad, fused, says in (("float32", False, "float16, bfloat16 or float8_e4m3fn"),
+                             ("float8_e5m2", False, "float16, bfloat16 or float8_e4m3fn"),
+                             ("float8_e4m3fn", True, "race the fused epilogue in float16 or bfloat16")):
+        with pytest.raises(ValueError, match=says):
+            winners.key(bad, fused)
 
 
 def test_measuring_winners_needs_a_hopper_gpu():
     from cutecourse import tuning
 
-    with pytest.raises(ValueError, match="float16 or bfloat16"):
+    with pytest.raises(ValueError, match="dtype='float32': the races time float16, bfloat16 or float8_e4m3fn"):
         tuning.measure_winners([(128, 128, 128)], "float32")
+    with pytest.raises(ValueError, match="fused=True with float8_e4m3fn"):
+        tuning.measure_winners([(128, 128, 128)], "float8_e4m3fn", fused=True)
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="none is visible here"):
             tuning.measure_winners([(128, 128, 128)])

@@ -8,8 +8,9 @@ A shape class rounds each of M, N and K up to a power of two: (128, 6144, 4096) 
 of every problem with 65 ≤ M ≤ 128, 4097 ≤ N ≤ 8192, 2049 ≤ K ≤ 4096. The table (``winners.json`` beside this module)
 maps ``arch -> dtype -> class`` to ``{"step", "config" (the Config's fields), "shape" (the problem measured), "raced"
 (how many configs ran in that race), "ms",
-"ratio" (torch.matmul's ms / the winner's, the same rounds), "gpu", "date"}``. Importing this module loads nothing
-heavy.
+"ratio" (the baseline's ms / the winner's, the same rounds), "gpu", "date"}``. Beside each 16-bit dtype's plain race,
+``dtype+bias_gelu`` holds the fused epilogue's winners and ``float8_e4m3fn`` fp8's (`key`, `BASELINES`). Importing
+this module loads nothing heavy.
 """
 
 from __future__ import annotations
@@ -60,6 +61,57 @@ CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
 #: The most rows of x a swap-AB candidate is raced on.
 SWAP_AB_ROWS = 64
 
+#: The Configs the fused-epilogue and fp8 races run (`races`), on the problems whose tiles fill the GPU: an epilogue
+#: is work after each tile's mainloop, which step 10's cooperative schedule does with both warpgroups while no wgmma
+#: issues, and step 11's ping-pong overlaps with the other warpgroup's mainloop; which costs less depends on the
+#: tiles per SM and the epilogue's cost (benchmarks/RESULTS.md, 2026-12-07 ninth session: step 11 ahead at 4096³,
+#: step 10 at 8192³). fp8 runs each with its step's ``FP8_CONFIG.tile_k`` (128 one-byte elements a swizzled row).
+EPILOGUE_CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("gemm10_multicast", {}),
+    ("gemm10_multicast", {"tile_m": 256, "tile_n": 128}),
+    ("gemm10_multicast", {"epi_n": 64}),  # half as many subtiles, so half the epilogue's barriers
+    ("gemm10_multicast", {"cluster_m": 1, "cluster_n": 2}),
+    ("gemm11_pingpong", {}),
+    ("gemm11_pingpong", {"cluster_m": 1, "cluster_n": 2}),
+)
+#: What a race measures, as the table's key beside the arch: the plain product in a 16-bit dtype (its `CANDIDATES`
+#: against ``torch.matmul``), the product with the fused epilogue GELU(x @ W.t() + bias) (`EPILOGUE_CANDIDATES`
+#: against cuBLASLt's fused epilogue, ``torch._addmm_activation``), and fp8 e4m3 operands scaled into a bfloat16 D
+#: (`EPILOGUE_CANDIDATES` against ``torch._scaled_mm``). A fused call runs its class's fused winner where one was
+#: measured, else its plain winner.
+FUSED_SUFFIX = "+bias_gelu"
+FP8 = "float8_e4m3fn"
+BASELINES = {"plain": "torch.matmul", "fused": "cuBLASLt fused", "fp8": "torch._scaled_mm"}
+
+
+def key(dtype: str, fused: bool = False) -> str:
+    """The table's key of a race: `dtype` ("bfloat16", "float8_e4m3fn"), with `FUSED_SUFFIX` for the fused
+    epilogue's ("bfloat16+bias_gelu")."""
+    if dtype not in ("float16", "bfloat16", FP8):
+        raise ValueError(f"dtype={dtype!r}: the races time float16, bfloat16 or {FP8} GEMMs")
+    if fused and dtype == FP8:
+        raise ValueError(f"fused=True with {FP8}: the fp8 race already scales D in its epilogue (alpha = sa·sb); race "
+                         "the fused epilogue in float16 or bfloat16")
+    return dtype + FUSED_SUFFIX if fused else dtype
+
+
+def kind(table_key: str) -> str:
+    """What the race of a table key measured: "plain", "fused" or "fp8" (`BASELINES` names its baseline)."""
+    if table_key == FP8:
+        return "fp8"
+    return "fused" if table_key.endswith(FUSED_SUFFIX) else "plain"
+
+
+def races(table_key: str) -> tuple[tuple[str, dict[str, Any]], ...]:
+    """The candidates a race of `table_key` runs: `CANDIDATES` for the plain product, `EPILOGUE_CANDIDATES` for the
+    fused epilogue, and those with fp8's k-tile (128) for fp8."""
+    what = kind(table_key)
+    if what == "plain":
+        return CANDIDATES
+    if what == "fused":
+        return EPILOGUE_CANDIDATES
+    return tuple((step, dict(fields, tile_k=128)) for step, fields in EPILOGUE_CANDIDATES)
+
 
 def raced(fields: dict[str, Any], m: int) -> bool:
     """Whether the race runs the candidate with these Config fields on a problem of `m` rows: swap-AB only up to
@@ -106,7 +158,8 @@ def table(path: Path | None = None) -> dict[str, Any]:
 
 
 def lookup(arch: str, dtype: str, m: int, n: int, k: int, path: Path | None = None) -> dict[str, Any] | None:
-    """The measured winner of (M, N, K)'s class for `arch` ("sm_90") and `dtype` ("bfloat16"), or None."""
+    """The measured winner of (M, N, K)'s class for `arch` ("sm_90") and `dtype`, a table key (`key`: "bfloat16",
+    "bfloat16+bias_gelu", "float8_e4m3fn"), or None."""
     return table(path).get(arch, {}).get(dtype, {}).get(shape_class(m, n, k))
 
 
