@@ -244,7 +244,7 @@ def measure_winners(shapes: list[tuple[int, int, int]], dtype: str = "bfloat16",
                 module = importlib.import_module(f"cutecourse.kernels.gemm.{step}")
                 config = module.Config(**fields)
 
-                def run(a: Any, b: Any, c: Any, config: Any, gemm: Any = module.gemm) -> Any:
+                def run(a: Any, b: Any, c: Any, config: Any, gemm: Any = module.gemm, kwargs: Any = kwargs) -> Any:
                     return gemm(a, b, c, config, **kwargs)
 
                 try:
