@@ -1,6 +1,6 @@
 """The fused epilogue's description, checks and reference on the CPU, and what its PTX shows: beta = 0 reads no C,
-a bias is one load per value, each activation is its instructions; fp8 operands reach the fp8 wgmma. The numbers on
-a GPU: tests/gpu/test_epilogue_gpu.py."""
+a bias is one load per value (per column where the store clips), each activation is its instructions; fp8 operands
+reach the fp8 wgmma. The numbers on a GPU: tests/gpu/test_epilogue_gpu.py."""
 
 import importlib
 import math
@@ -126,14 +126,25 @@ def _ptx(module, fused, arch, m=200, n=136, k=72, ab=torch.bfloat16, b_major="n"
 C_LOADS, BIAS_LOADS = "ld.global.b16", "ld.global.b32"  # C is bf16 here, the bias fp32
 
 
+#: The steps whose TMA store clips D at the matrix's edge, so that their epilogue reads C and the bias at clamped
+#: coordinates with no compare and branch a value (`epilogue.element`'s ``clipped``).
+CLIPPED = ("gemm10_multicast", "gemm11_pingpong")
+
+
 @pytest.mark.parametrize("step", FUSING)
 def test_the_ptx_reads_c_only_when_beta_is_nonzero_and_the_bias_once_per_value(step):
-    """Every step from 5 fuses the epilogue; each default tile gives a thread 128 accumulators."""
+    """Every step from 5 fuses the epilogue; each default tile gives a thread 128 accumulators. In the clipped steps
+    a thread holds two of every eight columns of its tile (a wgmma fragment: rows r and r + 8 of each 64-row slab),
+    so it reads the bias once per such column, tile_n / 4 loads, and the epilogue adds no branch to the plain
+    kernel's."""
     module = importlib.import_module(f"cutecourse.kernels.gemm.{step}")
     arch = "sm_90a" if module.gemm.min_cc >= 90 else "sm_80"
     gelu = _ptx(module, Fused(Epilogue("gelu_tanh", bias="n"), bias_dtype="float32"), arch)
     assert ptx.count(gelu, C_LOADS) == 0, "beta = 0 must not read C"
-    assert ptx.count(gelu, BIAS_LOADS) == 128 and ptx.count(gelu, "tanh.approx.f32") == 128  # a thread's values
+    assert ptx.count(gelu, "tanh.approx.f32") == 128  # a thread's values
+    assert ptx.count(gelu, BIAS_LOADS) == (module.Config().tile_n // 4 if step in CLIPPED else 128)
+    if step in CLIPPED:
+        assert ptx.count(gelu, "bra") == ptx.count(_ptx(module, Fused(), arch), "bra")
     full = _ptx(module, Fused(Epilogue("relu", bias="m", aux=True), source=True, scaled=True, bias_dtype="float32"),
                 arch)
     assert ptx.count(full, C_LOADS) == 128 and ptx.count(full, "max.f32") == 128

@@ -44,8 +44,12 @@ def _relu(x: cutlass.Float32) -> cutlass.Float32:
 
 @cute.jit
 def _gelu_tanh(x: cutlass.Float32) -> cutlass.Float32:
-    inner = SQRT_2_OVER_PI * (x + GELU_CUBIC * x * x * x)
-    return 0.5 * x * (1.0 + cute.math.tanh(inner, fastmath=True))
+    # 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) written as h + h·tanh(x·(k + k·c·x²)) with h = x/2: three multiplies,
+    # two FMAs and a tanh (the formula as written is five multiplies, two adds, an FMA and the tanh, since ptxas does
+    # not contract the DSL's multiplies and adds into FMAs)
+    inner = x * cute.math.fma(x * x, SQRT_2_OVER_PI * GELU_CUBIC, SQRT_2_OVER_PI)
+    half = 0.5 * x
+    return cute.math.fma(half, cute.math.tanh(inner, fastmath=True), half)
 
 
 @cute.jit
@@ -220,17 +224,41 @@ def transposed(fused: Fused) -> Fused:
 
 
 def element(fused: Fused, acc: Any, coord: Any, mSrc: cute.Tensor, mBias: cute.Tensor, mAux: cute.Tensor,
-            alpha: Any, beta: Any) -> Any:
+            alpha: Any, beta: Any, clipped: bool = False) -> Any:
     """In a kernel: one fp32 accumulator at (m, n) = `coord` (inside the matrix) through the epilogue. The aux
     output is stored here; the caller rounds the result to D's dtype and stores it. What `fused` leaves out is not
-    traced at all: without a source (beta == 0) no instruction reads C."""
+    traced at all: without a source (beta == 0) no instruction reads C.
+
+    `clipped`: the caller's store drops every output outside the matrix (steps 10 and 11 store D with TMA, which
+    clips a box at the tensor's edge), so `coord` may lie outside it unchecked. C and the bias are then read at the
+    nearest (m, n) inside, a ``min`` an index instead of a compare and a branch a value, so that no load waits
+    behind a branch; only the aux store, which nothing clips, checks `coord`."""
     x = acc
+    at = coord
+    if clipped:
+        rows, cols = mSrc.shape
+        if fused.source:
+            at = (cutlass.min(coord[0], rows - 1), cutlass.min(coord[1], cols - 1))
+        elif fused.epilogue.bias == "n":  # the bias's layout ignores m: clamp n only
+            at = (coord[0], cutlass.min(coord[1], cols - 1))
+        elif fused.epilogue.bias == "m":
+            at = (cutlass.min(coord[0], rows - 1), coord[1])
     if fused.scaled:
         x = alpha * x
     if fused.source:
-        x = x + beta * mSrc[coord].to(cutlass.Float32)
+        x = x + beta * mSrc[at].to(cutlass.Float32)
     if fused.epilogue.bias != "none":
-        x = x + mBias[coord].to(cutlass.Float32)
+        x = x + mBias[at].to(cutlass.Float32)
     if fused.epilogue.aux:
-        mAux[coord] = x.to(mAux.element_type)
+        if clipped:
+            _store_inside(mAux, coord, x.to(mAux.element_type))
+        else:
+            mAux[coord] = x.to(mAux.element_type)
     return ACTIVATIONS[fused.epilogue.activation].device(x)
+
+
+@cute.jit
+def _store_inside(t: cute.Tensor, coord: Any, value: Any) -> None:
+    """``t[coord] = value`` where `coord` lies inside `t`."""
+    if cute.elem_less(coord, t.shape):
+        t[coord] = value

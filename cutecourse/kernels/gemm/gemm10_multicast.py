@@ -253,9 +253,9 @@ def _kernel(tma_atom_a: cute.CopyAtom, mA: cute.Tensor, tma_atom_b: cute.CopyAto
                     n = v // (copy_values * slabs)
                     sub_acc[v] = tRS_acc[j * slab_values + n * copy_values + c, m, 0]
                     if cutlass.const_expr(not fused.identity):  # the fused epilogue, at the value's (m, n)
-                        coord = tRS_cC[j * slab_values + n * copy_values + c, m, 0]
-                        if cute.elem_less(coord, mSrc.shape):
-                            sub_acc[v] = epilogue.element(fused, sub_acc[v], coord, mSrc, mBias, mAux, alpha, beta)
+                        coord = tRS_cC[j * slab_values + n * copy_values + c, m, 0]  # outside: the TMA store clips
+                        sub_acc[v] = epilogue.element(fused, sub_acc[v], coord, mSrc, mBias, mAux, alpha, beta,
+                                                      clipped=True)
                 sub_c.store(sub_acc.load().to(c_type))
                 buf = (tiles_done * subtiles + j) % epi_stages
                 cute.copy(tiled_copy_r2s, sub_c, tRS_sC[(None, None, None, buf)])
