@@ -256,6 +256,8 @@ def measure_winners(shapes: list[tuple[int, int, int]], dtype: str = "bfloat16",
             times, power = bench.settled_rounds(kernels, rounds, settle_ms, clocks)
             result = bench.summary(times, power, 2 * m * n * k, base=baseline)
             matched = result.pop(baseline)
+            for (step, config), timed in sorted(result.items(), key=lambda item: -item[1]["ratio"]):
+                say(f"  {step}({changes(step, config) or 'default'}) {timed['ratio']:.3f}x")
             (step, config), best = max(result.items(), key=lambda item: item[1]["ratio"])
             cls = winners.shape_class(m, n, k)
             entry = {"step": step, "config": asdict(config), "shape": [m, n, k], "raced": len(result),
