@@ -1,6 +1,7 @@
 """cutecourse.tune and `cutecourse bench gemm` on the GPU: a small search stores its pick, which cutecourse.gemm then
 runs (and says so); the profiler times our steps, the dispatcher's pick and torch.matmul and writes CSV; under Nsight
-Compute it prints each kernel's key metrics."""
+Compute it prints each kernel's key metrics. The winners races of the fused epilogue and of fp8 (sm_90) time their
+own baselines and store under their own keys."""
 
 import csv
 import shutil
@@ -76,3 +77,28 @@ def test_under_nsight_compute_it_prints_each_kernels_metrics(capsys):
     a, b, c = bench.operands(2048, 2048, 2048, "bfloat16")
     events_us = 1e3 * bench.median_ms(lambda i: torch.matmul(a, b, out=c))
     assert 0.1 < float(table[1][2]) / events_us < 10, (table[1], events_us)
+
+
+@pytest.mark.gpu(90)
+def test_the_fused_and_fp8_races_time_their_baselines_and_store_under_their_own_keys(tmp_path, monkeypatch):
+    """A race of the fused epilogue times bias + GELU against cuBLASLt's, fp8's against torch._scaled_mm (fp8 with
+    the k-tile of 128), each judged against float64 torch; each stores under its own key, which a fused (or fp8)
+    call then runs, and the plain key stays empty."""
+    from cutecourse.kernels.gemm import winners
+
+    monkeypatch.setattr(winners, "TABLE", tmp_path / "winners.json")
+    monkeypatch.setattr(winners, "EPILOGUE_CANDIDATES", (("gemm10_multicast", {}), ("gemm11_pingpong", {})))
+    shape = (256, 512, 320)  # K = 320: a partial k-tile of 128 in fp8
+    for dtype, fused, baseline in (("bfloat16", True, "cuBLASLt fused"), ("float8_e4m3fn", False, "torch._scaled_mm")):
+        lines = []
+        found = tuning.measure_winners([shape], dtype, fused=fused, rounds=1, settle_ms=5, say=lines.append)
+        entry = found[winners.shape_class(*shape)]
+        assert entry["raced"] == 2 and entry["step"] in ("gemm10_multicast", "gemm11_pingpong"), (entry, lines)
+        assert entry["config"]["tile_k"] == (128 if dtype == "float8_e4m3fn" else 64)
+        assert any(line.endswith(f"x {baseline}") for line in lines), lines
+        assert winners.lookup("sm_90", winners.key(dtype, fused), *shape) == entry
+    assert winners.lookup("sm_90", "bfloat16", *shape) is None
+    a = torch.randn(shape[0], shape[2], device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(shape[1], shape[2], device="cuda", dtype=torch.bfloat16).t()
+    choice = cutecourse.gemm.explain(a, b, fused=True)
+    assert "ran fastest with bias + GELU fused of 2 configs" in str(choice), choice
