@@ -173,6 +173,46 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tune(args: argparse.Namespace) -> int:
+    """``cutecourse tune``: measure on this GPU what `cutecourse.gemm` runs. ``gemm``: search one problem's Configs
+    (`cutecourse.tune`), kept in the tuner's cache for this GPU; ``winners``: race the shipped table's candidates
+    (`cutecourse.tuning.measure_winners`) and merge each class's fastest into the table."""
+    try:
+        import torch  # noqa: F401  (the tuner's own import, said here with its fix)
+    except ImportError:
+        print(f"cutecourse tune {args.tune_command} needs torch: pip install torch (with CUDA), on a machine with a "
+              "GPU", file=sys.stderr)
+        return 2
+    from cutecourse import tuning
+    from cutecourse.kernels.gemm import winners
+
+    try:
+        if args.tune_command == "gemm":
+            print(tuning.tune((args.m, args.n, args.k), args.dtype, search=args.search, rounds=args.rounds,
+                              settle_ms=args.settle_ms, say=print))
+            return 0
+        named = {"suite": winners.SHAPES, "extras": winners.EXTRAS}
+        shapes = [s for text in args.shapes for s in (named[text] if text in named else [_problem(text)])]
+        for dtype in args.dtypes:
+            tuning.measure_winners(shapes, dtype, fused=args.fused, rounds=args.rounds, settle_ms=args.settle_ms,
+                                   write=not args.dry_run, say=print)
+    except ValueError as exc:
+        print(f"cutecourse tune {args.tune_command}: {exc}", file=sys.stderr)
+        return 2
+    print(f"{'not written (--dry-run)' if args.dry_run else 'merged into'}: {winners.TABLE}")
+    return 0
+
+
+def _problem(text: str) -> tuple[int, int, int]:
+    """An MxNxK argument as (M, N, K); ValueError naming it and the form."""
+    parts = text.split("x")
+    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise ValueError(f"--shapes {text!r}: write MxNxK with three positive integers (e.g. 128x6144x4096), "
+                         "or suite, or extras")
+    m, n, k = (int(p) for p in parts)
+    return m, n, k
+
+
 def _launches(specs: list[str]) -> dict[str, tuple]:
     """--kernels: step numbers, STEP:FIELD=VALUE,... variants and "dispatch" (cutecourse.gemm's pick); "torch" is
     the baseline, always timed."""
@@ -347,6 +387,32 @@ def main(argv: list[str] | None = None) -> int:
                       help="instead, profile one launch of each under Nsight Compute and print the key metrics")
     gemm.add_argument("--once", action="store_true", help=argparse.SUPPRESS)  # the run ncu profiles
     benchmark.set_defaults(run=_bench)
+    tune = commands.add_parser("tune", help="measure on this GPU what cutecourse.gemm runs: one problem's Config, or "
+                                            "the shipped table's winners")
+    tunes = tune.add_subparsers(dest="tune_command", required=True, metavar="TUNE_COMMAND")
+    one = tunes.add_parser("gemm", help="search one problem's Configs (cutecourse.tune) and keep the fastest for "
+                                        "this GPU in the tuner's cache, which cutecourse.gemm then runs")
+    one.add_argument("--m", type=int, required=True)
+    one.add_argument("--n", type=int, required=True)
+    one.add_argument("--k", type=int, required=True)
+    one.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
+    one.add_argument("--search", default="coordinate", choices=("coordinate", "exhaustive"))
+    race = tunes.add_parser("winners", help="race the table's candidates on problems (cutecourse.tuning."
+                                            "measure_winners) and merge each shape class's fastest into the table")
+    race.add_argument("--shapes", nargs="+", default=["suite"], metavar="MxNxK",
+                      help="problems (M×N×K, as y = x @ W.t()), or suite (the 22 of benchmarks/gemm_shapes.py) or "
+                           "extras (its three big ones) (default: suite)")
+    race.add_argument("--dtypes", nargs="+", default=["bfloat16", "float16"],
+                      choices=("bfloat16", "float16", "float8_e4m3fn"))
+    race.add_argument("--fused", action="store_true",
+                      help="race bias + GELU fused against cuBLASLt's fused epilogue (the winners a call with an "
+                           "epilogue runs)")
+    race.add_argument("--dry-run", action="store_true", help="print the winners; leave the table as it is")
+    for parser_ in (one, race):
+        parser_.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the median is kept")
+        parser_.add_argument("--settle-ms", type=float, default=100.0,
+                             help="each kernel runs alone this long before it is timed (power and clocks settle)")
+    tune.set_defaults(run=_tune)
     ladder = commands.add_parser("steps", help="the GEMM ladder: its steps, and each one's diff against the one before")
     ladder_commands = ladder.add_subparsers(dest="steps_command", required=True, metavar="STEPS_COMMAND")
     ladder_commands.add_parser("list", help="every step and the idea it adds")

@@ -224,7 +224,8 @@ def measure_winners(shapes: list[tuple[int, int, int]], dtype: str = "bfloat16",
 
     table_key = winners.key(dtype, fused)
     if not torch.cuda.is_available():
-        raise ValueError("measuring winners times kernels on a GPU and none is visible here: run it on an sm_90 GPU")
+        raise ValueError("measuring winners times kernels on a GPU and none is visible here: run it where nvidia-smi "
+                         "lists an sm_90 GPU (an H100 or H200; a Modal H100: README, 'Where to run it')")
     major, minor = torch.cuda.get_device_capability()
     if (major, minor) != (9, 0):
         raise ValueError(f"this GPU is sm_{major}{minor}; the winners' candidates are the Hopper steps (sm_90)")

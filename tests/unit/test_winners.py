@@ -179,3 +179,32 @@ def test_the_race_runs_swap_ab_only_on_problems_of_few_rows():
         assert winners.raced(fields, 1) and winners.raced(fields, winners.SWAP_AB_ROWS)
         assert not winners.raced(fields, winners.SWAP_AB_ROWS + 1)
     assert all(winners.raced(fields, 8192) for _, fields in winners.CANDIDATES if not fields.get("swap_ab"))
+
+
+def test_the_race_has_a_command_that_names_the_problems_and_dtypes(monkeypatch, capsys):
+    """`cutecourse tune winners` races the named problems in each dtype (`suite`, `extras` or M×N×K), writes the
+    table unless --dry-run; `cutecourse tune gemm` searches one problem. A bad problem or an fp8 fused race exits 2
+    naming the fix, before any GPU is needed."""
+    from cutecourse import cli, tuning
+
+    raced, tuned = [], []
+    monkeypatch.setattr(tuning, "measure_winners", lambda shapes, dtype, **kw: raced.append((shapes, dtype, kw)))
+    monkeypatch.setattr(tuning, "tune", lambda shape, dtype, **kw: tuned.append((shape, dtype, kw)) or "tuned")
+    assert cli.main(["tune", "winners", "--shapes", "extras", "128x6144x4096", "--dtypes", "bfloat16",
+                     "float8_e4m3fn", "--dry-run", "--rounds", "2"]) == 0
+    shapes = [*winners.EXTRAS, (128, 6144, 4096)]
+    assert [(s, d) for s, d, _ in raced] == [(shapes, "bfloat16"), (shapes, "float8_e4m3fn")]
+    assert all(kw["write"] is False and kw["fused"] is False and kw["rounds"] == 2 for _, _, kw in raced)
+    assert "not written (--dry-run)" in capsys.readouterr().out
+    raced.clear()
+    assert cli.main(["tune", "winners", "--fused"]) == 0
+    assert raced[0][0] == winners.SHAPES and raced[0][2]["fused"] and raced[0][2]["write"]
+    assert [d for _, d, _ in raced] == ["bfloat16", "float16"]
+    assert cli.main(["tune", "gemm", "--m", "128", "--n", "6144", "--k", "4096", "--search", "exhaustive"]) == 0
+    assert tuned == [((128, 6144, 4096), "bfloat16", dict(search="exhaustive", rounds=3, settle_ms=100.0,
+                                                            say=print))]
+    monkeypatch.undo()
+    for argv, says in ((["--shapes", "4096x0x4096"], "--shapes '4096x0x4096': write MxNxK"),
+                       (["--dtypes", "float8_e4m3fn", "--fused"], "race the fused epilogue in float16 or bfloat16")):
+        assert cli.main(["tune", "winners", *argv]) == 2
+        assert says in capsys.readouterr().err

@@ -136,6 +136,9 @@ SUITE = [(4096, 4096, 4096), (8192, 8192, 8192), (8192, 8192, 28672), (4096, 286
 WEIGHTS = [(6144, 4096), (28672, 4096), (4096, 14336)]
 DECODE_M = (1, 16, 64)
 SHAPES = SUITE + [(m, n, k) for n, k in WEIGHTS for m in DECODE_M]
+#: The suite's problems where the fused epilogue and fp8 are timed too, and raced (`races`): two big squares and an
+#: LLM layer at M = 4096.
+EXTRAS = [(4096, 4096, 4096), (8192, 8192, 8192), (4096, 28672, 4096)]
 
 
 def shape_class(m: int, n: int, k: int) -> str:
