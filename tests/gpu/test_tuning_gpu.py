@@ -100,5 +100,6 @@ def test_the_fused_and_fp8_races_time_their_baselines_and_store_under_their_own_
     assert winners.lookup("sm_90", "bfloat16", *shape) is None
     a = torch.randn(shape[0], shape[2], device="cuda", dtype=torch.bfloat16)
     b = torch.randn(shape[1], shape[2], device="cuda", dtype=torch.bfloat16).t()
-    choice = cutecourse.gemm.explain(a, b, fused=True)
+    out = torch.empty(shape[0], shape[1], device="cuda", dtype=torch.bfloat16)
+    choice = cutecourse.gemm.explain(a, b, out, fused=True)
     assert "ran fastest with bias + GELU fused of 2 configs" in str(choice), choice
