@@ -315,6 +315,13 @@ def version() -> str:
     return f"cutecourse {mine} (tested with nvidia-cutlass-dsl {env.DSL_PIN})"
 
 
+def _problem_arguments(parser: argparse.ArgumentParser) -> None:
+    """One 16-bit GEMM problem's arguments (`bench gemm`, `tune gemm`): --m, --n, --k and --dtype."""
+    for extent in ("--m", "--n", "--k"):
+        parser.add_argument(extent, type=int, required=True)
+    parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
+
+
 def main(argv: list[str] | None = None) -> int:
     from cutecourse.grading import reports  # plain data and the standard library: the flags' choices
     from cutecourse.kernels.gemm import GEMM_STEPS  # a tuple: the package imports nothing heavy
@@ -370,10 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     benchmarks = benchmark.add_subparsers(dest="bench_command", required=True, metavar="BENCH_COMMAND")
     gemm = benchmarks.add_parser("gemm", help="our steps, cutecourse.gemm's pick and torch.matmul on one problem: "
                                               "ms, TFLOP/s, ratio, SM clock and power, settled and interleaved")
-    gemm.add_argument("--m", type=int, required=True)
-    gemm.add_argument("--n", type=int, required=True)
-    gemm.add_argument("--k", type=int, required=True)
-    gemm.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
+    _problem_arguments(gemm)
     gemm.add_argument("--kernels", nargs="+", default=["torch", "dispatch", "5", "9", "10"],
                       help="torch (the baseline, always timed), dispatch (cutecourse.gemm), step numbers and "
                            "STEP:FIELD=VALUE,... variants, gemv (the decode GEMV) (default: torch dispatch 5 9 10)")
@@ -392,10 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     tunes = tune.add_subparsers(dest="tune_command", required=True, metavar="TUNE_COMMAND")
     one = tunes.add_parser("gemm", help="search one problem's Configs (cutecourse.tune) and keep the fastest for "
                                         "this GPU in the tuner's cache, which cutecourse.gemm then runs")
-    one.add_argument("--m", type=int, required=True)
-    one.add_argument("--n", type=int, required=True)
-    one.add_argument("--k", type=int, required=True)
-    one.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
+    _problem_arguments(one)
     one.add_argument("--search", default="coordinate", choices=("coordinate", "exhaustive"))
     race = tunes.add_parser("winners", help="race the table's candidates on problems (cutecourse.tuning."
                                             "measure_winners) and merge each shape class's fastest into the table")
