@@ -153,6 +153,9 @@ def test_a_race_is_keyed_by_what_it_measured():
     assert winners.races("float16") == winners.CANDIDATES
     assert winners.races("float16+bias_gelu") == winners.EPILOGUE_CANDIDATES
     assert [step for step, _ in winners.races("float8_e4m3fn")] == [step for step, _ in winners.EPILOGUE_CANDIDATES]
+    for bad in ("float8_e5m2", "float8_e4m3fn+bias_gelu", "bfloat16+relu"):
+        with pytest.raises(ValueError, match="the races time|fused=True with"):
+            winners.kind(bad)
     for bad, fused, says in (("float32", False, "float16, bfloat16 or float8_e4m3fn"),
                              ("float8_e5m2", False, "float16, bfloat16 or float8_e4m3fn"),
                              ("float8_e4m3fn", True, "race the fused epilogue in float16 or bfloat16")):

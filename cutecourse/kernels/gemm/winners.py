@@ -70,8 +70,9 @@ SWAP_AB_ROWS = 64
 #: The Configs the fused-epilogue and fp8 races run (`races`), on the problems whose tiles fill the GPU: an epilogue
 #: is work after each tile's mainloop, which step 10's cooperative schedule does with both warpgroups while no wgmma
 #: issues, and step 11's ping-pong overlaps with the other warpgroup's mainloop; which costs less depends on the
-#: tiles per SM and the epilogue's cost (benchmarks/RESULTS.md, 2026-12-07 ninth session: step 11 ahead at 4096³,
-#: step 10 at 8192³). fp8 runs each with its step's ``FP8_CONFIG.tile_k`` (128 one-byte elements a swizzled row).
+#: tiles per SM and the epilogue's cost (benchmarks/RESULTS.md, 2026-12-07: in the ninth session step 11 was ahead at
+#: 4096³ and step 10 at 8192³; in the tenth, with the cheaper epilogue, step 10 won all eighteen races on an H100).
+#: fp8 runs each with its step's ``FP8_CONFIG.tile_k`` (128 one-byte elements a swizzled row).
 EPILOGUE_CANDIDATES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("gemm10_multicast", {}),
     ("gemm10_multicast", {"tile_m": 256, "tile_n": 128}),
@@ -103,10 +104,13 @@ def key(dtype: str, fused: bool = False) -> str:
 
 
 def kind(table_key: str) -> str:
-    """What the race of a table key measured: "plain", "fused" or "fp8" (`BASELINES` names its baseline)."""
+    """What the race of a table key measured: "plain", "fused" or "fp8" (`BASELINES` names its baseline); a key no
+    race writes is refused (`key`)."""
+    fused = table_key.endswith(FUSED_SUFFIX)
+    key(table_key.removesuffix(FUSED_SUFFIX), fused)
     if table_key == FP8:
         return "fp8"
-    return "fused" if table_key.endswith(FUSED_SUFFIX) else "plain"
+    return "fused" if fused else "plain"
 
 
 def races(table_key: str) -> tuple[tuple[str, dict[str, Any]], ...]:
