@@ -146,8 +146,9 @@ def test_scratch_floods_are_bounded_and_gain_nothing(grade_watched):
     assert report.exercises()["0.1"][0] == 0, reports.summary(report)
     # Unwatched, the flood fills 16 files of 32 MiB (RLIMIT_FSIZE's cap) in each host folder it finds, 1 GiB in all.
     # Between two looks of the watchdog (0.2 s, later on a loaded machine) it writes at page-cache speed: 34-110 MiB
-    # were seen at the peak, 154 MiB under a full test run.
-    assert peak < 8 * 32 * MB, f"the submission's host folders reached {peak / MB:.0f} MiB"
+    # were seen at the peak alone, 154-274 MiB under full test runs on two cores (the watchdog's thread waits for
+    # the CPU). The bound is half of the unwatched flood: a watchdog that did not stop it would fail here.
+    assert peak < 16 * 32 * MB, f"the submission's host folders reached {peak / MB:.0f} MiB"
     assert elapsed < 20 * 4 + 5
 
 
