@@ -35,7 +35,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from cutecourse.bench import checked, kernels_to_time, settled_rounds, summary, write_csv
+from cutecourse.bench import checked, fp8_operands, kernels_to_time, settled_rounds, summary, write_csv
 from cutecourse.dispatch import FUSING
 from cutecourse.kernels.gemm import GEMM_STEPS
 from cutecourse.kernels.gemm.tolerances import FP8_PRECISION, within_epilogue_bounds
@@ -149,14 +149,7 @@ def fp8_kernels(m: int, n: int, k: int, steps: list[int], say: Callable[[str], o
     dequantized inputs."""
     import torch
 
-    from cutecourse.kernels.gemm import fp8
-
-    torch.manual_seed(0)
-    a8, sa = fp8.quantize(torch.randn(m, k, device="cuda"), torch.float8_e4m3fn)
-    b8t, sb = fp8.quantize(torch.randn(n, k, device="cuda"), torch.float8_e4m3fn)
-    b8 = b8t.t()  # K-major: fp8 wgmma (and cuBLASLt's fp8) take only that
-    d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-    ref = fp8.dequantize(a8, sa) @ fp8.dequantize(b8t, sb).t()
+    a8, b8, d, sa, sb, ref = fp8_operands(m, n, k)
     scale_a, scale_b = (torch.tensor(s, device="cuda", dtype=torch.float32) for s in (sa, sb))
     where = f"{FP8} {m}x{n}x{k}"
 

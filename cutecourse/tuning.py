@@ -257,9 +257,10 @@ def measure_winners(shapes: list[tuple[int, int, int]], dtype: str = "bfloat16",
             times, power = bench.settled_rounds(kernels, rounds, settle_ms, clocks)
             result = bench.summary(times, power, 2 * m * n * k, base=baseline)
             matched = result.pop(baseline)
-            for (step, config), timed in sorted(result.items(), key=lambda item: -item[1]["ratio"]):
+            ranked = sorted(result.items(), key=lambda item: -item[1]["ratio"])
+            for (step, config), timed in ranked:
                 say(f"  {step}({changes(step, config) or 'default'}) {timed['ratio']:.3f}x")
-            (step, config), best = max(result.items(), key=lambda item: item[1]["ratio"])
+            (step, config), best = ranked[0]
             cls = winners.shape_class(m, n, k)
             entry = {"step": step, "config": asdict(config), "shape": [m, n, k], "raced": len(result),
                      "ms": round(best["ms"], 5),
@@ -284,16 +285,11 @@ def _race_problem(m: int, n: int, k: int, table_key: str) -> tuple[Any, Any, Any
     import torch
 
     from cutecourse import bench
-    from cutecourse.kernels.gemm import epilogue, fp8, tolerances, winners
+    from cutecourse.kernels.gemm import epilogue, tolerances, winners
 
     what = winners.kind(table_key)
     if what == "fp8":
-        generator = torch.Generator(device="cuda").manual_seed(0)
-        a, sa = fp8.quantize(torch.randn(m, k, device="cuda", generator=generator), torch.float8_e4m3fn)
-        bt, sb = fp8.quantize(torch.randn(n, k, device="cuda", generator=generator), torch.float8_e4m3fn)
-        b = bt.t()  # K-major: fp8 wgmma (and cuBLASLt's fp8) take only that
-        c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-        ref = fp8.dequantize(a, sa) @ fp8.dequantize(bt, sb).t()
+        a, b, c, sa, sb, ref = bench.fp8_operands(m, n, k)
         scale_a, scale_b = (torch.tensor(s, device="cuda", dtype=torch.float32) for s in (sa, sb))
 
         def scaled(i: int) -> Any:

@@ -248,6 +248,22 @@ def operands(m: int, n: int, k: int, dtype: str, data: str = "normal", seed: int
     return a, b, torch.empty(m, n, device="cuda", dtype=kind)
 
 
+
+def fp8_operands(m: int, n: int, k: int, seed: int = 0) -> tuple[Any, Any, Any, float, float, Any]:
+    """fp8 e4m3 operands on the GPU as the fp8 benchmarks and the fp8 race use them: A (M, K) and B = bt.t() (K-major:
+    fp8 wgmma and cuBLASLt's fp8 take only that), each random normal quantized with its per-tensor scale
+    (`cutecourse.kernels.gemm.fp8.quantize`), an empty bfloat16 D, the scales sa and sb, and the reference: the
+    float64 product of the dequantized inputs."""
+    import torch
+
+    from cutecourse.kernels.gemm import fp8
+
+    torch.manual_seed(seed)
+    a8, sa = fp8.quantize(torch.randn(m, k, device="cuda"), torch.float8_e4m3fn)
+    b8t, sb = fp8.quantize(torch.randn(n, k, device="cuda"), torch.float8_e4m3fn)
+    ref = fp8.dequantize(a8, sa) @ fp8.dequantize(b8t, sb).t()
+    return a8, b8t.t(), torch.empty(m, n, device="cuda", dtype=torch.bfloat16), sa, sb, ref
+
 def profile(problems: list[tuple[int, int, int]], dtypes: list[str], launches: dict[str, tuple[Any, Any]], *,
             rounds: int, settle_ms: float, data: str = "normal",
             skip: Callable[[str, tuple[int, int, int]], bool] = lambda name, problem: False,

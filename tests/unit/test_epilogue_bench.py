@@ -1,6 +1,7 @@
-"""benchmarks/epilogue.py on a CPU: its command line, the judge its checks (and tests/gpu/test_epilogue_gpu.py) use,
-which passes D rounded to its dtype and what fast fp32 math may do, and fails a wrong epilogue, and the ratios and
-goals it reports from settled rounds' times. Its kernels and timing need a GPU."""
+"""benchmarks/epilogue.py on a CPU: its command line; the judge its checks, the fp8 and fused races and
+tests/gpu/test_epilogue_gpu.py use (`tolerances.within_epilogue_bounds`), which passes D rounded to its dtype and what
+fast fp32 math may do, and fails a wrong epilogue; and the ratios and goals it reports from settled rounds' times.
+Its kernels and timing need a GPU."""
 
 from __future__ import annotations
 
@@ -58,12 +59,12 @@ def epilogue_case(activation, dtype, scale=1.0):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("activation", ["none", "relu", "gelu_tanh"])
-def test_the_judge_passes_the_reference_rounded_to_ds_dtype(bench, activation, dtype):
+def test_the_judge_passes_the_reference_rounded_to_ds_dtype(activation, dtype):
     _, _, x, d_ref, d = epilogue_case(activation, dtype)
     assert tolerances.within_epilogue_bounds(d, d_ref, x, activation) is None
 
 
-def test_the_judge_allows_gelu_what_tanh_approx_may_err_and_no_more(bench):
+def test_the_judge_allows_gelu_what_tanh_approx_may_err_and_no_more():
     _, _, x, d_ref, _ = epilogue_case("gelu_tanh", torch.float32, scale=1 / 8)  # |x| about 1: tanh far from ±1
     fast = tolerances.FAST_MATH["gelu_tanh"]
     assert tolerances.within_epilogue_bounds((d_ref + fast * x.abs()).float(), d_ref, x, "gelu_tanh") is None
@@ -73,7 +74,7 @@ def test_the_judge_allows_gelu_what_tanh_approx_may_err_and_no_more(bench):
     assert tolerances.within_epilogue_bounds((d_ref + fast * x.abs()).float(), d_ref, x, "relu") is not None
 
 
-def test_the_judge_fails_a_wrong_epilogue_and_names_nan(bench):
+def test_the_judge_fails_a_wrong_epilogue_and_names_nan():
     acc, bias, x, d_ref, d = epilogue_case("relu", torch.bfloat16)
     wrong = {"the activation skipped": x, "the bias left out": torch.relu(acc),
              "the bias along M": torch.relu(acc + bias[:, None]), "alpha = 2 ignored": torch.relu(x / 2),
