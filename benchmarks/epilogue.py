@@ -35,7 +35,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from cutecourse.bench import checked, fp8_operands, kernels_to_time, settled_rounds, summary, write_csv
+from cutecourse.bench import checked, fp8_operands, kernels_to_time, problem, settled_rounds, summary, write_csv
 from cutecourse.dispatch import FUSING
 from cutecourse.kernels.gemm import GEMM_STEPS
 from cutecourse.kernels.gemm.tolerances import FP8_PRECISION, within_epilogue_bounds
@@ -59,10 +59,10 @@ FP8_GOAL = 0.95
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line; --shapes become (M, N, K) tuples."""
     def shape(text: str) -> tuple[int, int, int]:
-        parts = text.split("x")
-        if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
-            raise argparse.ArgumentTypeError(f"{text!r}: write MxNxK with three positive integers, e.g. 4096x4096x4096")
-        return tuple(int(p) for p in parts)
+        try:
+            return problem(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None  # argparse prints this message, not its own
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dtypes", nargs="+", choices=DTYPES, default=list(DTYPES))

@@ -191,8 +191,7 @@ def _tune(args: argparse.Namespace) -> int:
             print(tuning.tune((args.m, args.n, args.k), args.dtype, search=args.search, rounds=args.rounds,
                               settle_ms=args.settle_ms, say=print))
             return 0
-        named = {"suite": winners.SHAPES, "extras": winners.EXTRAS}
-        shapes = [s for text in args.shapes for s in (named[text] if text in named else [_problem(text)])]
+        shapes = _shapes(args.shapes)
         for dtype in args.dtypes:
             tuning.measure_winners(shapes, dtype, fused=args.fused, rounds=args.rounds, settle_ms=args.settle_ms,
                                    write=not args.dry_run, say=print)
@@ -203,14 +202,17 @@ def _tune(args: argparse.Namespace) -> int:
     return 0
 
 
-def _problem(text: str) -> tuple[int, int, int]:
-    """An MxNxK argument as (M, N, K); ValueError naming it and the form."""
-    parts = text.split("x")
-    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
-        raise ValueError(f"--shapes {text!r}: write MxNxK with three positive integers (e.g. 128x6144x4096), "
-                         "or suite, or extras")
-    m, n, k = (int(p) for p in parts)
-    return m, n, k
+def _shapes(words: list[str]) -> list[tuple[int, int, int]]:
+    """`tune winners --shapes`: each word suite, extras (`winners.SHAPES`, `winners.EXTRAS`) or one MxNxK; ValueError
+    naming a bad one and the forms."""
+    from cutecourse import bench
+    from cutecourse.kernels.gemm import winners
+
+    named = {"suite": winners.SHAPES, "extras": winners.EXTRAS}
+    try:
+        return [s for word in words for s in (named[word] if word in named else [bench.problem(word)])]
+    except ValueError as exc:
+        raise ValueError(f"--shapes {exc}, or suite, or extras") from None
 
 
 def _launches(specs: list[str]) -> dict[str, tuple]:

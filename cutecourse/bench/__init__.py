@@ -248,6 +248,15 @@ def operands(m: int, n: int, k: int, dtype: str, data: str = "normal", seed: int
     return a, b, torch.empty(m, n, device="cuda", dtype=kind)
 
 
+def problem(text: str) -> tuple[int, int, int]:
+    """A problem written MxNxK ("4096x4096x4096"), as the benchmarks' and the tuner's --shapes take it, as (M, N, K);
+    ValueError naming the text and the form."""
+    parts = text.split("x")
+    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise ValueError(f"{text!r}: write MxNxK with three positive integers, e.g. 4096x4096x4096")
+    m, n, k = (int(p) for p in parts)
+    return m, n, k
+
 
 def fp8_operands(m: int, n: int, k: int, seed: int = 0) -> tuple[Any, Any, Any, float, float, Any]:
     """fp8 e4m3 operands on the GPU as the fp8 benchmarks and the fp8 race use them: A (M, K) and B = bt.t() (K-major:
@@ -263,6 +272,7 @@ def fp8_operands(m: int, n: int, k: int, seed: int = 0) -> tuple[Any, Any, Any, 
     b8t, sb = fp8.quantize(torch.randn(n, k, device="cuda"), torch.float8_e4m3fn)
     ref = fp8.dequantize(a8, sa) @ fp8.dequantize(b8t, sb).t()
     return a8, b8t.t(), torch.empty(m, n, device="cuda", dtype=torch.bfloat16), sa, sb, ref
+
 
 def profile(problems: list[tuple[int, int, int]], dtypes: list[str], launches: dict[str, tuple[Any, Any]], *,
             rounds: int, settle_ms: float, data: str = "normal",
