@@ -58,15 +58,9 @@ FP8_GOAL = 0.95
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line; --shapes become (M, N, K) tuples."""
-    def shape(text: str) -> tuple[int, int, int]:
-        try:
-            return problem(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None  # argparse prints this message, not its own
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dtypes", nargs="+", choices=DTYPES, default=list(DTYPES))
-    parser.add_argument("--shapes", nargs="+", type=shape, default=SHAPES, metavar="MxNxK")
+    parser.add_argument("--shapes", nargs="+", type=problem, default=SHAPES, metavar="MxNxK")
     parser.add_argument("--steps", nargs="+", type=int, choices=EPILOGUE_STEPS, default=[EPILOGUE_STEPS[-1]],
                         help="the GEMM steps timed with each epilogue (those with one: 5, 9, 10)")
     parser.add_argument("--variants", nargs="*", default=[], metavar="STEP:FIELD=VALUE,...",

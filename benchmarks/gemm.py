@@ -66,7 +66,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dtypes", nargs="+", default=["bfloat16", "float16"])
     parser.add_argument("--steps", nargs="+", type=int, default=list(range(1, len(STEPS) + 1)))
-    parser.add_argument("--shapes", nargs="+", default=[f"{m}x{n}x{k}" for m, n, k in SHAPES])
+    parser.add_argument("--shapes", nargs="+", type=bench.problem, default=SHAPES, metavar="MxNxK")
     parser.add_argument("--variants", nargs="*", default=[], metavar="STEP:FIELD=VALUE,...",
                         help="also time a step with some Config fields changed, e.g. 5:tile_k=32,stages=4 "
                              "or 9:epi_n=64")
@@ -82,8 +82,7 @@ def main() -> None:
         return
 
     launches = bench.kernels_to_time(args.steps, args.variants)
-    shapes = [tuple(int(x) for x in s.split("x")) for s in args.shapes]
-    rows = bench.profile(shapes, args.dtypes, launches, rounds=args.rounds, settle_ms=args.settle_ms,
+    rows = bench.profile(args.shapes, args.dtypes, launches, rounds=args.rounds, settle_ms=args.settle_ms,
                          skip=lambda kernel, shape: kernel.startswith(tuple(SIMT)) and shape != (4096, 4096, 4096),
                          slow=lambda kernel: kernel.startswith(tuple(SIMT)))
     bench.write_csv(rows, args.csv)

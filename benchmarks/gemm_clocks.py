@@ -16,11 +16,11 @@ import time
 
 import torch
 
-from cutecourse.bench import Clocks, kernels_to_time, median_ms
+from cutecourse.bench import Clocks, kernels_to_time, median_ms, problem
 from cutecourse.kernels.gemm import GEMM_STEPS
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-parser.add_argument("--shape", default="4096x4096x4096")
+parser.add_argument("--shape", type=problem, default="4096x4096x4096", metavar="MxNxK")
 parser.add_argument("--dtypes", nargs="+", default=["float16", "bfloat16"])
 parser.add_argument("--pairs", nargs="+", default=["6:9", "6:torch", "torch:9", "9:torch"])
 parser.add_argument("--before-ms", type=float, default=1000.0)
@@ -32,7 +32,7 @@ for pair in args.pairs:
                               for x in sides):
         parser.error(f"--pairs {pair!r}: each pair is BEFORE:AFTER, each a step 1-{len(GEMM_STEPS)} or 'torch', "
                      "e.g. 6:9 or 9:torch")
-m, n, k = (int(x) for x in args.shape.split("x"))
+m, n, k = args.shape
 names = sorted({x for pair in args.pairs for x in pair.split(":") if x != "torch"}, key=int)
 steps = dict(zip(names, kernels_to_time([int(x) for x in names], []).values()))
 BATCH, SLICES = 40, 10

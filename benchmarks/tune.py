@@ -18,7 +18,8 @@ from cutecourse import bench, tuning
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--shapes", nargs="+", default=["4096x4096x4096", "8192x8192x8192"])
+    parser.add_argument("--shapes", nargs="+", type=bench.problem, default=[(4096, 4096, 4096), (8192, 8192, 8192)],
+                        metavar="MxNxK")
     parser.add_argument("--step", default="gemm10_multicast", choices=sorted(tuning.SPACES))
     parser.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
     parser.add_argument("--search-rounds", type=int, default=3, help="rounds of each search's timing")
@@ -31,8 +32,8 @@ def main() -> None:
     launcher = __import__(f"cutecourse.kernels.gemm.{args.step}", fromlist=["gemm"]).gemm
     lines = ["| shape | search | configs timed | its pick | ms (search) | ms (final) | × torch.matmul | pick / "
              "sweep's best |", "|---|---|---|---|---|---|---|---|"]
-    for text in args.shapes:
-        shape = tuple(int(x) for x in text.split("x"))
+    for shape in args.shapes:
+        text = "x".join(map(str, shape))
         found = {search: tuning.tune(shape, args.dtype, step=args.step, search=search, rounds=args.search_rounds,
                                      cache=False, say=lambda line: None) for search in ("exhaustive", "coordinate")}
         for search, tuned in found.items():

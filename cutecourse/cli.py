@@ -211,7 +211,7 @@ def _shapes(words: list[str]) -> list[tuple[int, int, int]]:
     named = {"suite": winners.SHAPES, "extras": winners.EXTRAS}
     try:
         return [s for word in words for s in (named[word] if word in named else [bench.problem(word)])]
-    except ValueError as exc:
+    except argparse.ArgumentTypeError as exc:
         raise ValueError(f"--shapes {exc}, or suite, or extras") from None
 
 

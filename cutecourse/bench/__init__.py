@@ -20,6 +20,7 @@ kernel should always follow the same one. The SM clock and board power while eac
 
 from __future__ import annotations
 
+import argparse
 import csv
 import importlib
 import shutil
@@ -249,11 +250,12 @@ def operands(m: int, n: int, k: int, dtype: str, data: str = "normal", seed: int
 
 
 def problem(text: str) -> tuple[int, int, int]:
-    """A problem written MxNxK ("4096x4096x4096"), as the benchmarks' and the tuner's --shapes take it, as (M, N, K);
-    ValueError naming the text and the form."""
+    """A problem written MxNxK ("4096x4096x4096"), as the benchmarks' and the tuner's --shapes take it, as (M, N, K):
+    the benchmarks' ``type=bench.problem``. argparse.ArgumentTypeError naming the text and the form, which argparse
+    prints as it is."""
     parts = text.split("x")
     if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
-        raise ValueError(f"{text!r}: write MxNxK with three positive integers, e.g. 4096x4096x4096")
+        raise argparse.ArgumentTypeError(f"{text!r}: write MxNxK with three positive integers, e.g. 4096x4096x4096")
     m, n, k = (int(p) for p in parts)
     return m, n, k
 

@@ -1,13 +1,18 @@
 """cutecourse.bench on a CPU: the clock sampler's parsing and windows, the kernel specs, the summary and CSV of the
 benchmarks and the profiler (median_ms and the runs themselves need a GPU: tests/gpu), ncu's command line and CSV,
-and `cutecourse bench gemm`'s refusals."""
+`cutecourse bench gemm`'s refusals, and the benchmarks' --shapes."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 
+import pytest
+
 from cutecourse import bench
+
+from . import benchmarks
 
 
 def test_clocks_take_the_median_reading_inside_the_window_and_skip_unreadable_lines():
@@ -65,6 +70,23 @@ def test_the_rows_are_written_as_csv_with_the_first_rows_keys_and_as_a_markdown_
                ratio="0.990", sm_mhz="1500", watts="690")
     assert bench.table([row]).splitlines()[2] == ("| bfloat16 | integers | 8×16×32 | gemm10_multicast | 0.1 | 1.0 | "
                                                   "0.990 | 1500 | 690 |")
+
+
+def test_a_problem_is_three_positive_extents_and_a_bad_one_is_named_with_the_form():
+    assert bench.problem("128x6144x4096") == (128, 6144, 4096)
+    for text in ("4096x4096", "4096x0x4096", "1x2x3x4", "4096x4096xk", "-1x8x8", ""):
+        with pytest.raises(argparse.ArgumentTypeError, match=f"{text!r}: write MxNxK with three positive integers"):
+            bench.problem(text)
+
+
+@pytest.mark.parametrize("script, flag", [("gemm", "--shapes"), ("tune", "--shapes"), ("gemm_clocks", "--shape")])
+def test_every_benchmark_reads_its_shapes_through_bench_problem(script, flag, monkeypatch, capsys):
+    """A bad shape ends at argparse with its text and the form, before any GPU work (gemm_clocks parses on import)."""
+    monkeypatch.setattr(sys, "argv", [f"{script}.py", flag, "4096x4096"])
+    with pytest.raises(SystemExit) as exited:
+        benchmarks.load(script).main()
+    assert exited.value.code == 2
+    assert f"argument {flag}: '4096x4096': write MxNxK with three positive integers" in capsys.readouterr().err
 
 
 def test_operands_refuse_an_unknown_data_kind_or_major_by_name():
