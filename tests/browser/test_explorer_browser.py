@@ -64,7 +64,8 @@ def start_lab(root: Path, home: Path, port: int, token: str) -> subprocess.Popen
                JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"), IPYTHONDIR=str(home / "ipython"))
     cmd = [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--port={port}", "--ServerApp.port_retries=0",
            "--ServerApp.ip=127.0.0.1", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", "--LabApp.news_url="]
+           "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate", "--LabApp.news_url=",
+           "--LabApp.expose_app_in_browser=True"]  # window.jupyterapp: the notebook's kernel state, its commands
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
     log = open(home / "lab.log", "wb")
@@ -148,26 +149,46 @@ def accept_dialogs(page, said: list[str]) -> None:
         page.wait_for_timeout(500)
 
 
+#: Whether the notebook on show has its kernel connected and idle (JupyterLab's own state, window.jupyterapp).
+KERNEL_READY = """() => {
+  const context = window.jupyterapp?.shell.currentWidget?.sessionContext;
+  const kernel = context?.session?.kernel;
+  return Boolean(context?.isReady && !context.hasNoKernel && kernel?.connectionStatus === 'connected'
+                 && kernel.status === 'idle');
+}"""
+#: A cell that runs ([*]) or has run ([1]).
+STARTED = ".jp-InputPrompt:has-text('[*]'), .jp-InputPrompt:has-text('[1]')"
+
+
+def wait_for_kernel(page, said: list[str], timeout_s: float = 300) -> None:
+    """Wait until the notebook's kernel is connected and idle, accepting JupyterLab's dialogs on the way. Cells run
+    before that are lost: each code cell found "No Kernel", asked for one in a dialog and started it, so the cells
+    before went to a kernel that was then shut down (CI lost 120 s to it, three "Select Kernel" dialogs, one a
+    cell)."""
+    deadline = time.monotonic() + timeout_s
+    while not page.evaluate(KERNEL_READY):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the notebook's kernel was not connected and idle within {timeout_s:.0f} s")
+        accept_dialogs(page, said)
+        page.wait_for_timeout(500)
+
+
 def run_all_cells(page, lab: str, pictures: tuple[str, ...] | None = None, timeout_ms: float | None = None) -> None:
-    """Run the notebook's cells, then wait until each of `pictures` (CSS selectors of SVGs; the demo's three
-    explorers by default) is drawn, each within `timeout_ms` (default: the page's). A failure names the dialogs
-    JupyterLab showed on the way."""
+    """Run the notebook's cells (JupyterLab's "Run All Cells" command, once its kernel is ready), then wait until each
+    of `pictures` (CSS selectors of SVGs; the demo's three explorers by default) is drawn, each within `timeout_ms`
+    (default: the page's). A failure names the dialogs JupyterLab showed on the way."""
     said: list[str] = []
     try:
         page.goto(lab)
-        page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status=idle]")  # keys sent earlier are lost
-        # On a loaded machine the first "Run All" can reach a kernel that is not listening yet and run nothing: again.
-        for attempt in range(3):
-            for target in (".jp-CodeCell .jp-InputArea-editor", "li.lm-MenuBar-item:has-text('Run')",
-                           "li.lm-Menu-item:has-text('Run All Cells')"):
-                accept_dialogs(page, said)
-                page.click(target)
+        wait_for_kernel(page, said)
+        # Once (2026-12), under make test, a "Run All" ran nothing: when no cell has started within 30 s, once more.
+        for attempt in range(2):
+            page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
             try:  # running ([*]) or done ([1]): a cell that imports the DSL can run for minutes on a loaded machine
-                page.wait_for_selector(".jp-InputPrompt:has-text('[*]'), .jp-InputPrompt:has-text('[1]')",
-                                       timeout=30_000)
+                page.wait_for_selector(STARTED, timeout=30_000)
                 break
-            except Exception:  # noqa: BLE001 - playwright's TimeoutError; the last try's failure is the next wait's
-                if attempt == 2:
+            except Exception:  # noqa: BLE001 - playwright's TimeoutError; the second try's is the failure
+                if attempt:
                     raise
         for picture in pictures or tuple(f"{e} .cc-picture svg" for e in (EXPLORER, ROOFLINE, DIVIDE)):
             page.wait_for_selector(picture, timeout=timeout_ms)

@@ -95,8 +95,7 @@ def test_the_fragment_explorer_redraws_for_a_lane_an_instruction_and_a_cell(sync
         shots = screenshot_dir(tmp_path)
         try:
             # The first run imports the DSL in the kernel: past 120 s on a 2-core machine whose other pytest worker
-            # is grading (seen once in `make test`, 20 s alone). Once, the menu's "Run All" ran nothing at all: the
-            # shared helper tries it again.
+            # is grading (seen once in `make test`, 20 s alone).
             run_all_cells(page, lab, (PICTURE,), timeout_ms=300_000)
             assert readout(page)[0].startswith("lane 0 (groupID 0, threadID_in_group 0) holds A in 4 registers")
             assert page.evaluate(LIT, PICTURE) == {"threads": ["0"], "lit": 8, "strong": []}
