@@ -12,6 +12,7 @@ The variants are made from the solution by `edited`, so they follow it as it cha
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import numpy as np
@@ -250,10 +251,15 @@ def test_each_mistake_the_ptx_shows_and_the_code_nearest_the_answer_fail_the_ptx
     assert not [statement for statement in lines(region(solution())) if statement in said], line
 
 
+#: The PTX check on one of its cases. The mistakes that only numbers show change which slices are summed, in what order
+#: and after what rounding, the same in every dtype and arch; the solution passes all four cases above.
+ONE_CASE_PTX = dataclasses.replace(checks.splitk_ptx, cases=lambda: [L.ptx_case("bfloat16", "sm_90a")])
+
+
 @pytest.mark.parametrize("name", sorted(GPU_MISTAKES))
 def test_the_mistakes_only_numbers_show_compile_to_ptx_that_passes(tmp_path, name):
-    line = checks.splitk_ptx.run(answer_from_file(tmp_path, variant(name), HOST))
-    assert line.startswith(checks.PASS), line
+    line = ONE_CASE_PTX.run(answer_from_file(tmp_path, variant(name), HOST))
+    assert line == f"{checks.PASS} splitk_ptx: all 1 cases pass", line
 
 
 def test_the_package_gemm_is_step_5s_mainloop_and_the_demo_is_the_lessons():
