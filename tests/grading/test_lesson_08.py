@@ -316,9 +316,13 @@ def test_each_mistake_fails_the_check_where_it_can_and_the_hidden_test(tmp_path,
         assert line.startswith(checks.PASS), line  # the hidden test is what catches it
     else:
         assert line.startswith(checks.FAIL) and check_hint in line, line
+    walking = mistake == "walking the curve"
     # A walk of the curve spins on the huge grid until the call's timeout: 1 s shows it as well as the grader's 10 s.
-    failure = run_hidden(exercise, fn, **({"RASTER_TIMEOUT_S": 1} if mistake == "walking the curve" else {}))
+    failure = run_hidden(exercise, fn, **({"RASTER_TIMEOUT_S": 1} if walking else {}))
     assert failure is not None and hidden_hint in failure, failure
+    if walking:  # stopped by the first call, for the huge grid's last tile, before the random grids
+        tiles_m, tiles_n, works = L.HUGE_GRIDS[0]
+        assert failure.startswith(f"raster({works[-1]}, {tiles_m}, {tiles_n}) took more than 1 s"), failure
 
 
 @pytest.mark.parametrize("exercise", sorted(CPU_EXERCISES))
