@@ -36,8 +36,6 @@ def test_clocks_without_nvidia_smi_read_nothing(monkeypatch):
 
 
 def test_the_kernel_specs_name_a_malformed_variant_and_the_form_they_want():
-    import pytest
-
     pytest.importorskip("cutlass")
     pytest.importorskip("torch")  # the kernels it lists import torch; the DSL alone (3.10, no torch) is not enough
     for bad in ("12:stages=3", "10:epi_n", "stages=3"):
@@ -90,8 +88,6 @@ def test_every_benchmark_reads_its_shapes_through_bench_problem(script, flag, mo
 
 
 def test_operands_refuse_an_unknown_data_kind_or_major_by_name():
-    import pytest
-
     pytest.importorskip("torch")
     with pytest.raises(ValueError, match="data='ones': pick one of normal, integers, zeros"):
         bench.operands(8, 8, 8, "bfloat16", data="ones")
@@ -182,8 +178,6 @@ def test_ncu_asks_for_the_first_metric_it_knows_and_its_csv_is_read_in_our_units
 
 
 def test_bench_gemm_says_what_it_needs_where_it_cannot_run(capsys, monkeypatch):
-    import pytest
-
     from cutecourse import cli
 
     assert cli.main(["bench", "gemm", "--m", "0", "--n", "8", "--k", "8"]) == 2
@@ -234,8 +228,6 @@ print("launched: torch.matmul gemm10_multicast")
 def test_bench_gemm_ncu_asks_for_what_ncu_knows_and_writes_each_launch_and_stall_as_columns(tmp_path, capsys,
                                                                                           monkeypatch):
     import csv
-
-    import pytest
 
     pytest.importorskip("torch")
     pytest.importorskip("cutlass")  # the kernels named are read first, from the steps' modules
