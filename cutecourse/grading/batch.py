@@ -172,8 +172,9 @@ def grade_many(submissions: list[str], course: grader.Course, options: dict[str,
     repeated = sorted({s for s in submissions if submissions.count(s) > 1})
     if repeated:
         raise ValueError(f"submission {repeated[0]} is given more than once; give each notebook once")
+    walls = isolation.choose(options.get("isolation_kind", "auto"), course.deny(), course.read_only())
+    isolation.bound_paths(walls, grader.PACKAGE_DIR, course.deny())  # set-up errors stop the batch before a grade
     if jobs > 1:
-        walls = isolation.choose(options.get("isolation_kind", "auto"), course.deny(), course.read_only())
         if walls.kind != "bwrap":
             raise isolation.IsolationError(
                 f"--jobs {jobs} needs bubblewrap, and here learner code would run "

@@ -144,7 +144,7 @@ def grade(submission: str | Path, course: Course, nbval: bool = True, hidden: bo
     before = fingerprint(course)
     limits = limits or default_limits(gpu)
     with tempfile.TemporaryDirectory(prefix="cutecourse-grade-") as work, \
-            isolation.Walls(walls_kind, limits, gpu, PACKAGE_DIR, Path(work) / "walls") as walls:
+            isolation.Walls(walls_kind, limits, gpu, PACKAGE_DIR, Path(work) / "walls", course.deny()) as walls:
         g = Grade(course, lesson, master, sub, walls, gpu, timeout, time.monotonic() + budget, exercises, Path(work))
         g.preload  # noqa: B018 - the cells parsed here: CPython 3.11's ast is not safe from two threads at once
         with ThreadPoolExecutor(max_workers=2) as pool:

@@ -4,7 +4,9 @@ Every process that runs learner code (the notebook kernel nbval drives, the proc
 process the hidden tests call) is started here, inside a *jail*:
 
 - **bubblewrap** (``bwrap``) where it runs: new user, PID, network, IPC, UTS and cgroup
-  namespaces, uid 65534, ``--die-with-parent``; the Python environment and the course's package bound read-only, the
+  namespaces, uid 65534, ``--die-with-parent``; the Python environment and the course's package bound read-only (and
+  any other folder the grader imports from, but never its own script's folder, and never one that holds the answers
+  or the host's temporary folder: `bound_paths` refuses those with the fix), the
   package's checks (the references) hidden under an empty tmpfs, and nothing else of the course: no hidden tests, no
   solutions, no ``.git``, no other submission, no report. The only writable places are ``/tmp`` (the working folder)
   and ``/dev/shm``, each a tmpfs of `Limits.scratch_mb`, and the host folders the grader shares with a jail (the
@@ -287,13 +289,21 @@ def _binding(entry: str) -> str | None:
     return str(path / "cutecourse") if checkout == path and (path / "cutecourse").is_dir() else None
 
 
+def _script_folder() -> str | None:
+    """The folder of the script this interpreter runs (``python grade.py`` puts it first on sys.path), if it runs one:
+    it holds the grader's own files, never something a learner's process imports."""
+    script = getattr(sys.modules.get("__main__"), "__file__", None)
+    return os.path.realpath(os.path.dirname(os.path.abspath(script))) if script else None
+
+
 def python_paths(package_dir: Path) -> tuple[list[str], list[str]]:
     """(folders to bind read-only, folders for the jail's PYTHONPATH): what this interpreter needs to import what it
-    imports here, without the source trees around packages."""
+    imports here, without the source trees around packages or the folder of the grader's own script."""
     binds: set[str] = {str(package_dir), str(Path(sys.executable).resolve().parent)}  # the interpreter may be a
     imports: list[str] = []                                                          # symlink out of the venv
+    script = _script_folder()
     for entry in [sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path]:
-        if not entry or not os.path.isdir(entry):
+        if not entry or not os.path.isdir(entry) or (entry in sys.path[:1] and os.path.realpath(entry) == script):
             continue
         bound = _binding(entry)
         if bound is not None:
@@ -303,6 +313,26 @@ def python_paths(package_dir: Path) -> tuple[list[str], list[str]]:
     imports.append(str(package_dir.parent))
     ordered = sorted(binds)
     return [p for i, p in enumerate(ordered) if not any(p.startswith(q + os.sep) for q in ordered[:i])], imports
+
+
+def bound_paths(isolation: Isolation, package_dir: Path,
+                secret: list[str] | tuple[str, ...] = ()) -> tuple[list[str], list[str]]:
+    """`python_paths`, refused with IsolationError where bubblewrap would bind a folder that holds one of `secret`
+    (the course's answers) or the host's temporary folder (every grade's work): a jail binds what the grader imports
+    from, so a learner's code could read it. The package's own secrets are hidden under a tmpfs in each jail."""
+    binds, imports = python_paths(package_dir)
+    if isolation.kind != "bwrap":
+        return binds, imports
+    covered = {str(p) for p in hidden_in_package(package_dir)}
+    for bound in binds:
+        for kept in [tempfile.gettempdir(), *(s for s in secret if s not in covered)]:
+            kept_path = os.path.realpath(kept)
+            if kept_path == bound or kept_path.startswith(bound.rstrip(os.sep) + os.sep):
+                raise IsolationError(
+                    f"the grader imports from {bound} (on its sys.path, from PYTHONPATH or a .pth file), a folder "
+                    f"that holds {kept}, and a learner's process sees every folder the grader imports from: take "
+                    f"{bound} off PYTHONPATH, or move the modules it is there for into a folder of their own")
+    return binds, imports
 
 
 @dataclass
@@ -545,11 +575,13 @@ class Walls:
     """
 
     def __init__(self, isolation: Isolation, limits: Limits, gpu: bool, package_dir: Path,
-                 work: Path | None = None):
+                 work: Path | None = None, secret: list[str] | tuple[str, ...] = ()):
         self.isolation = isolation
         self.limits = limits
         self.gpu = gpu
         self.package_dir = Path(package_dir).resolve()
+        # Decided once, here: a process that reopens the walls (pytest, with test folders on its sys.path) keeps them.
+        self.python_paths, self.pythonpath = bound_paths(isolation, self.package_dir, secret)
         self.work = Path(work) if work else Path(tempfile.mkdtemp(prefix="cutecourse-walls-"))
         self.work.mkdir(parents=True, exist_ok=True)
         if isolation.kind == "uid":
@@ -557,8 +589,6 @@ class Walls:
         self.owned = work is None
         self.name = f"cutecourse-{uuid.uuid4().hex[:12]}"
         self.cgroups = make_cgroups(self.name, limits) if isolation.kind != "none" else []
-        # Decided once, here: a process that reopens the walls (pytest, with test folders on its sys.path) keeps them.
-        self.python_paths, self.pythonpath = python_paths(self.package_dir)
         self.pid_file = self.work / "pids"
         self.pid_file.touch()
         self.replies_path = self.work / "replies"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+import sys
 
 import pytest
 
@@ -11,6 +13,7 @@ from cutecourse.cli import main
 from cutecourse.grading import grader, reports
 from cutecourse.grading import notebook as nbio
 
+from .jail import needs_jail
 from .submissions import DEMO, SOLUTION_0_1, WRONG_0_1, statuses
 
 pytestmark = pytest.mark.slow
@@ -143,6 +146,22 @@ def test_cli_writes_all_four_reports_and_sets_the_exit_code(demo_course, make_su
     bad = make_submission("cli_bad", {"0.1": WRONG_0_1})
     assert main(args + [str(bad), "--hidden-only", "--out", str(tmp_path / "bad"), "--exercise", "0.1"]) == 1
     assert (tmp_path / "good" / "summary.md").read_text().startswith("| submission | lesson | points |")
+
+
+@needs_jail
+def test_the_cli_refuses_before_any_grade_where_a_jail_would_see_the_hidden_tests(demo_course, make_submission,
+                                                                                   tmp_path, monkeypatch, capsys):
+    """An instructor's folder on PYTHONPATH that also holds the hidden tests: bubblewrap binds what the grader imports
+    from, so the learner's code would read them. The batch stops with the fix, before any submission is graded."""
+    hidden = tmp_path / "prof" / "hidden"
+    shutil.copytree(demo_course.hidden, hidden)
+    monkeypatch.setattr(sys, "path", [*sys.path, str(tmp_path / "prof")])
+    good = make_submission("refused_setup", solution_answers())
+    args = ["grade", str(good), "--course", str(demo_course.root), "--hidden", str(hidden), "--out", str(tmp_path)]
+    assert main(args) == 2
+    said = capsys.readouterr().err
+    assert f"holds {hidden}" in said and f"take {tmp_path / 'prof'} off PYTHONPATH" in said
+    assert not (tmp_path / "results.json").exists()
 
 
 def test_one_exercise_exits_zero_only_when_its_points_were_earned_here(demo_course, make_submission, tmp_path):

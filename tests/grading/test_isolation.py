@@ -7,7 +7,9 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -104,6 +106,34 @@ def test_a_folder_inside_a_checkout_is_never_bound_but_its_package_is():
     assert isolation._binding(sys.prefix) == str(Path(sys.prefix).resolve())
     binds, imports = isolation.python_paths(PACKAGE)
     assert not any(b == str(ROOT) or b.startswith(str(ROOT / "tests")) for b in binds)
+
+
+def test_the_folder_of_the_graders_own_script_is_never_bound(tmp_path, monkeypatch):
+    """``python grade.py`` puts the script's folder first on sys.path. Bound, a script in /tmp hid each jail's own
+    /tmp (every notebook kernel died), and a script in a home folder showed learners whatever lay beside it."""
+    script = tmp_path / "grade.py"
+    script.write_text("")
+    monkeypatch.setitem(sys.modules, "__main__", types.SimpleNamespace(__file__=str(script)))
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    binds, imports = isolation.python_paths(PACKAGE)
+    assert str(tmp_path) not in binds + imports
+    monkeypatch.setattr(sys, "path", [*sys.path[1:], str(tmp_path)])  # the same folder from PYTHONPATH is bound
+    assert str(tmp_path.resolve()) in isolation.python_paths(PACKAGE)[0]
+
+
+@needs_jail
+def test_the_walls_refuse_to_bind_a_folder_that_holds_an_answer_or_the_temporary_folder(tmp_path, monkeypatch):
+    hidden = tmp_path / "hidden"
+    hidden.mkdir()
+    monkeypatch.setattr(sys, "path", [*sys.path, str(tmp_path)])
+    with isolation.Walls(isolation.choose(), isolation.Limits(), gpu=False, package_dir=PACKAGE) as walls:
+        assert str(tmp_path.resolve()) in walls.python_paths  # a folder of modules alone is bound
+    with pytest.raises(isolation.IsolationError, match=f"imports from {re.escape(str(tmp_path.resolve()))} .* holds "
+                                                       f"{re.escape(str(hidden))}.*take .* off PYTHONPATH"):
+        isolation.Walls(isolation.choose(), isolation.Limits(), gpu=False, package_dir=PACKAGE, secret=[str(hidden)])
+    monkeypatch.setattr(sys, "path", [*sys.path[:-1], tempfile.gettempdir()])  # every grade's work lies there
+    with pytest.raises(isolation.IsolationError, match=f"holds {re.escape(tempfile.gettempdir())}"):
+        isolation.Walls(isolation.choose(), isolation.Limits(), gpu=False, package_dir=PACKAGE)
 
 
 @needs_jail
