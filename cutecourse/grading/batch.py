@@ -133,7 +133,8 @@ def _kill_tree(process: subprocess.Popen) -> None:
 def in_worker(submission: str | Path, course: grader.Course, options: dict[str, Any], gpu: str | None,
               live: set[subprocess.Popen] | None = None) -> grader.Report:
     """Grade `submission` in a worker process that sees only `gpu` (None: the GPUs this process sees). The worker is
-    in `live` while it runs."""
+    in `live` while it runs; its temporary files (the grade's folder, with the submission's answers) go in a folder
+    removed when it ends, however it ends."""
     live = set() if live is None else live
     limit = worker_limit(submission, course, options)
     with tempfile.TemporaryDirectory(prefix="cutecourse-batch-") as tmp:
@@ -141,7 +142,7 @@ def in_worker(submission: str | Path, course: grader.Course, options: dict[str, 
         command = isolation.python_module("cutecourse.grading.batch", str(submission), "--course", str(course.root),
                                           "--hidden", str(course.hidden), "--options", json.dumps(options),
                                           "--report", str(out))
-        env = dict(os.environ, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {}))
+        env = dict(os.environ, TMPDIR=tmp, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {}))
         worker = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env,
                                   start_new_session=True)
         live.add(worker)

@@ -3,6 +3,7 @@ GPU per worker, and a worker that dies or hangs costs only its own submission.""
 
 from __future__ import annotations
 
+import tempfile
 import threading
 import time
 
@@ -50,7 +51,8 @@ def test_jobs_write_byte_for_byte_the_reports_of_grading_one_by_one(demo_course,
     assert [r[2:4] for r in rows] == [["3", "3"], ["0", "3"], ["0", "3"], ["3", "3"], ["3", "3"]]
 
 
-def test_a_worker_that_dies_or_hangs_costs_only_its_own_submission(demo_course, make_submission, monkeypatch):
+def test_a_worker_that_dies_or_hangs_costs_only_its_own_submission(demo_course, make_submission, monkeypatch,
+                                                                    tmp_path):
     path = make_submission("worker_dies", {"0.1": SOLUTION_0_1})
     died = batch.in_worker(path, demo_course, {"no_such_option": 1}, None)  # the worker raises before grading
     assert died.score == 0 and died.max_score == 7 and died.lesson == "00_demo"
@@ -61,6 +63,8 @@ def test_a_worker_that_dies_or_hangs_costs_only_its_own_submission(demo_course, 
                         or set(killed))
     monkeypatch.setattr(batch, "worker_limit", lambda *a: 6.0)
     hangs = make_submission("worker_hangs", {"0.1": "def row_major_strides(shape):\n    while True:\n        pass\n"})
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the worker's temporary folders, and this process's
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     started = time.monotonic()
     hung = batch.in_worker(hangs, demo_course, {"timeout": TIMEOUT}, None)
     assert time.monotonic() - started < 30
@@ -68,6 +72,7 @@ def test_a_worker_that_dies_or_hangs_costs_only_its_own_submission(demo_course, 
     assert killed, "the worker had started nothing in 6 s"
     time.sleep(0.5)
     assert not [pid for pid in killed if isolation._alive(pid)]
+    assert not list(tmp_path.iterdir()), "the stopped worker left its grade's folder (the answers) behind"
 
 
 def test_each_worker_gets_one_gpu_and_reports_keep_the_order_given(demo_course, monkeypatch):
