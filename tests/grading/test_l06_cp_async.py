@@ -13,6 +13,7 @@ import pytest
 
 from cutecourse.grading import checks, harness
 from cutecourse.grading import notebook as nbio
+from cutecourse.grading.checks import l05_tiled_mma as L5
 from cutecourse.grading.checks import l06_cp_async as L6
 
 from .submissions import answer_from_file, assert_kernel_checks, edited, lesson_solution
@@ -167,7 +168,7 @@ def test_every_answer_cell_is_kernel_code_only(name):
 
 def test_the_solution_passes_the_ptx_check_for_both_dtypes_and_archs(tmp_path):
     line = checks.cp_async_ptx.run(answer_from_file(tmp_path, solution(), HOST))
-    assert line == f"{checks.PASS} cp_async_ptx: all {len(L6.PTX_CASES)} cases pass", line
+    assert line == f"{checks.PASS} cp_async_ptx: all {len(L5.CHECK_PTX_CASES)} cases pass", line
 
 
 @pytest.mark.parametrize("name", sorted(PTX_MISTAKES))

@@ -17,6 +17,7 @@ import pytest
 
 from cutecourse.grading import checks, harness
 from cutecourse.grading import notebook as nbio
+from cutecourse.grading.checks import l05_tiled_mma as L5
 from cutecourse.grading.checks import l07_fused_epilogue as L7
 
 from .submissions import ROOT, answer_from_file, edited, lesson_solution
@@ -267,7 +268,7 @@ def test_every_answer_cell_is_kernel_code_only(name):
                                                    ("7.4", "vector_store_ptx", VECTOR)])
 def test_the_solutions_pass_the_ptx_checks_for_both_dtypes_and_archs(tmp_path, exercise, check, name):
     line = checks.REGISTRY[check].run(host(tmp_path, solution(exercise), name))
-    assert line == f"{checks.PASS} {check}: all {len(L7.PTX_CASES)} cases pass", line
+    assert line == f"{checks.PASS} {check}: all {len(L5.CHECK_PTX_CASES)} cases pass", line
 
 
 PTX_MISTAKES = [("7.3", "fused_epilogue_ptx", FUSED, k, *v) for k, v in FUSED_PTX_MISTAKES.items()] + \

@@ -20,6 +20,7 @@ import pytest
 
 from cutecourse.grading import checks, harness, modules, sandbox, wire
 from cutecourse.grading import notebook as nbio
+from cutecourse.grading.checks import l05_tiled_mma as L5
 from cutecourse.grading.checks import l08_splitk as L
 
 from .submissions import answer_from_file, assert_kernel_checks, edited, lesson_solution
@@ -239,7 +240,7 @@ def test_every_answer_cell_is_kernel_code_only(name):
 
 def test_the_solution_passes_the_ptx_check_for_both_dtypes_and_archs(tmp_path):
     line = checks.splitk_ptx.run(answer_from_file(tmp_path, solution(), HOST))
-    assert line == f"{checks.PASS} splitk_ptx: all {len(L.PTX_CASES)} cases pass", line
+    assert line == f"{checks.PASS} splitk_ptx: all {len(L5.CHECK_PTX_CASES)} cases pass", line
 
 
 @pytest.mark.parametrize("name", sorted([*PTX_MISTAKES, *NOT_THE_ANSWER]))

@@ -216,6 +216,12 @@ tiled_mma_for = Check("tiled_mma_for", "tiled_mma_for", lambda: TILED_CASES, _ju
 VECTOR = 8  # 16-bit elements per 16-byte load: every contiguous extent is a multiple of it
 #: (dtype, arch) of the kernels' PTX checks: both 16-bit types, both archs.
 GEMM_PTX_CASES = [("float16", "sm_80"), ("bfloat16", "sm_80"), ("bfloat16", "sm_90a")]
+#: (dtype, arch) of the hidden PTX tests of lessons 6-8's kernel answers: both 16-bit types on both archs.
+PTX_GRID = [(dtype, arch) for dtype in ("float16", "bfloat16") for arch in ("sm_80", "sm_90a")]
+#: What those lessons' notebook checks compile of the grid: each type and each arch once. A check runs twice in a
+#: grade (in the notebook's kernel, then in the grader's re-judge), each case a compile of seconds; the hidden test
+#: compiles the whole grid.
+CHECK_PTX_CASES = [("float16", "sm_80"), ("bfloat16", "sm_90a")]
 
 
 def ptx_text(code: Any) -> str | None:

@@ -23,8 +23,7 @@ TILE_N = 64
 TILE_K = 64
 STAGES = 3  # the answer cell's ring of K tiles
 VECTOR = L5.VECTOR  # 16-bit elements per 16-byte cp.async: N and K are multiples of it
-#: (dtype, arch) of the PTX check and the hidden PTX test: both 16-bit types, both archs.
-PTX_CASES = [(dtype, arch) for dtype in ("float16", "bfloat16") for arch in ("sm_80", "sm_90a")]
+PTX_CASES = L5.PTX_GRID  # the hidden PTX test's; the check compiles L5.CHECK_PTX_CASES
 
 _WAIT = re.compile(r"^\s*cp\.async\.wait_group\s+(\d+)\s*;", re.MULTILINE)
 #: A global -> shared cp.async and its cache level and size: ``cp.async.cg.shared.global [dst], [src], 16, src_size;``
@@ -144,5 +143,5 @@ CHECK_SHAPES = [(64, 64, 32), (100, 72, 40), (7, 8, 8), (130, 136, 264)]
 
 
 cp_async_ptx, cp_async_gemm = L5.kernel_checks("cp_async", "multistage_host", ptx_hint,
-                                               lambda: [ptx_case(d, a) for d, a in PTX_CASES],
+                                               lambda: [ptx_case(d, a) for d, a in L5.CHECK_PTX_CASES],
                                                lambda: cases(607, CHECK_SHAPES, "float16"), False, SUSPECTS, gpu=80)

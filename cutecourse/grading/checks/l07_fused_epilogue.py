@@ -43,8 +43,7 @@ DTYPES = ("float16", "bfloat16")
 C_PARAM = 2
 SCALE_PARAM = 3
 BETA_PARAM = 5
-#: (dtype, arch) of the PTX checks and the hidden PTX tests: both 16-bit types, both archs.
-PTX_CASES = [(dtype, arch) for dtype in DTYPES for arch in ("sm_80", "sm_90a")]
+PTX_CASES = L5.PTX_GRID  # the hidden PTX tests'; the checks compile L5.CHECK_PTX_CASES
 
 _ENTRY = re.compile(r"\.entry\s+\w+\s*\(([^)]*)\)", re.DOTALL)
 _LABEL = re.compile(r"^\s*(\$\w+):", re.MULTILINE)
@@ -588,13 +587,15 @@ def _judge_vector(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str 
 
 
 OPTIONS = (("vector", VECTOR),)
-fused_epilogue_ptx = Check("fused_epilogue_ptx", "fused_host", lambda: [fused_ptx_case(d, a) for d, a in PTX_CASES],
-                           _judge_fused_ptx, via="ptx", options=OPTIONS)
+fused_epilogue_ptx = Check("fused_epilogue_ptx", "fused_host",
+                           lambda: [fused_ptx_case(d, a) for d, a in L5.CHECK_PTX_CASES], _judge_fused_ptx,
+                           via="ptx", options=OPTIONS)
 fused_epilogue_gemm = Check("fused_epilogue_gemm", "fused_host",
                             lambda: fused_cases(733, FUSED_CHECK_SHAPES, "float16"), _judge_fused, gpu=80,
                             via="launch", options=OPTIONS)
-vector_store_ptx = Check("vector_store_ptx", "vector_host", lambda: [vector_ptx_case(d, a) for d, a in PTX_CASES],
-                         _judge_vector_ptx, via="ptx", options=OPTIONS)
+vector_store_ptx = Check("vector_store_ptx", "vector_host",
+                         lambda: [vector_ptx_case(d, a) for d, a in L5.CHECK_PTX_CASES], _judge_vector_ptx,
+                         via="ptx", options=OPTIONS)
 vector_store_gemm = Check("vector_store_gemm", "vector_host",
                           lambda: vector_cases(744, VECTOR_CHECK_SHAPES, "bfloat16"), _judge_vector, gpu=80,
                           via="launch", options=OPTIONS)

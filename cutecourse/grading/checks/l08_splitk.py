@@ -26,14 +26,14 @@ from typing import Any
 
 from cutecourse.grading import wire
 from cutecourse.grading.checks import Check, input_of, relative_error, rounded
+from cutecourse.grading.checks import l05_tiled_mma as L5
 
 TILE_M = 128  # the answer cell's CTA tile
 TILE_N = 128
 TILE_K = 32
 STAGES = 4
 VECTOR = 8  # 16-bit elements per 16-byte cp.async: N and K are multiples of it
-#: (dtype, arch) of the PTX check and the hidden PTX test: both 16-bit types, both archs.
-PTX_CASES = [(dtype, arch) for dtype in ("float16", "bfloat16") for arch in ("sm_80", "sm_90a")]
+PTX_CASES = L5.PTX_GRID  # the hidden PTX test's; the check compiles L5.CHECK_PTX_CASES
 #: The magnitude of the cancelling slices' elements: 256 · 256 products, summed exactly in fp32.
 BIG = 256.0
 
@@ -280,8 +280,8 @@ def _judge_ptx(case: tuple[Any, ...], value: Any, outputs: list[Any]) -> str | N
     return ptx_hint(value)
 
 
-splitk_ptx = Check("splitk_ptx", "splitk_host", lambda: [ptx_case(d, a) for d, a in PTX_CASES], _judge_ptx,
-                   via="ptx", options=(("vector", VECTOR),))
+splitk_ptx = Check("splitk_ptx", "splitk_host", lambda: [ptx_case(d, a) for d, a in L5.CHECK_PTX_CASES],
+                   _judge_ptx, via="ptx", options=(("vector", VECTOR),))
 splitk_gemm = Check("splitk_gemm", "splitk_host", check_cases, judge, gpu=80, via="launch",
                     options=(("vector", VECTOR),))
 
