@@ -137,7 +137,7 @@ def in_worker(submission: str | Path, course: grader.Course, options: dict[str, 
     removed when it ends, however it ends."""
     live = set() if live is None else live
     limit = worker_limit(submission, course, options)
-    with tempfile.TemporaryDirectory(prefix="cutecourse-batch-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="cc-") as tmp:  # short: the kernel's sockets lie below it
         out = Path(tmp) / "report.json"
         command = isolation.python_module("cutecourse.grading.batch", str(submission), "--course", str(course.root),
                                           "--hidden", str(course.hidden), "--options", json.dumps(options),

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import time
-import uuid
 from queue import Empty
 from typing import Any
 
@@ -25,6 +25,8 @@ from cutecourse.grading import isolation
 MAX_OUTPUT_BYTES = 16 * 2**20
 
 _POLL_S = 0.25
+#: The longest path a Unix socket may have on Linux: sun_path's 108 bytes, less the terminating NUL.
+SOCKET_PATH_MAX = 107
 
 
 class JailedKernelManager(KernelManager):
@@ -33,7 +35,14 @@ class JailedKernelManager(KernelManager):
     def __init__(self, **kwargs: Any):
         # The connection file and the sockets' path prefix in the runtime folder the jail shares (by default the file
         # goes to this side's /tmp, which the jail does not see, and a relative prefix resolves differently inside).
-        stem = os.path.join(jupyter_runtime_dir(), f"kernel-{uuid.uuid4().hex[:12]}")
+        # The grader makes that folder for this one kernel, so its names are short: a socket's whole path (the
+        # folder, "k-ipc-" and the channel's number) must fit in SOCKET_PATH_MAX bytes, or the kernel never answers.
+        stem = os.path.join(jupyter_runtime_dir(), "k")
+        longest = len(os.fsencode(stem)) + len("-ipc-99")
+        if longest > SOCKET_PATH_MAX:
+            raise RuntimeError(f"set TMPDIR to a shorter folder, e.g. TMPDIR=/tmp: under {tempfile.gettempdir()} the "
+                               f"notebook kernel's sockets would have paths of {longest} bytes, past the "
+                               f"{SOCKET_PATH_MAX} a Unix socket may have")
         kwargs.setdefault("transport", "ipc")
         kwargs.setdefault("connection_file", stem + ".json")
         kwargs.setdefault("ip", stem + "-ipc")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import tempfile
 
 import pytest
 
@@ -162,6 +163,22 @@ def test_the_cli_refuses_before_any_grade_where_a_jail_would_see_the_hidden_test
     said = capsys.readouterr().err
     assert f"holds {hidden}" in said and f"take {tmp_path / 'prof'} off PYTHONPATH" in said
     assert not (tmp_path / "results.json").exists()
+
+
+@needs_jail
+def test_a_temporary_folder_too_deep_for_the_kernels_sockets_is_named_with_the_fix(demo_course, make_submission,
+                                                                                    tmp_path, monkeypatch):
+    """The notebook kernel talks over Unix sockets in the grade's folder, and a socket's path has at most 107 bytes:
+    under a deep TMPDIR the kernel could never answer, and each check only timed out."""
+    deep = tmp_path / ("d" * 60)
+    deep.mkdir()
+    monkeypatch.setenv("TMPDIR", str(deep))
+    monkeypatch.setattr(tempfile, "tempdir", str(deep))
+    report = grader.grade(make_submission("deep_tmpdir", solution_answers()), demo_course, exercise="0.1",
+                          timeout=TIMEOUT)
+    check = next(t for t in report.tests if t.name.startswith("check"))
+    assert "set TMPDIR to a shorter folder, e.g. TMPDIR=/tmp" in check.output, check.output
+    assert [t.status for t in report.tests if t.name.startswith("hidden")] == ["passed"]
 
 
 def test_one_exercise_exits_zero_only_when_its_points_were_earned_here(demo_course, make_submission, tmp_path):
