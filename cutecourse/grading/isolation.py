@@ -324,13 +324,13 @@ def bound_paths(isolation: Isolation, package_dir: Path,
     if isolation.kind != "bwrap":
         return binds, imports
     covered = {str(p) for p in hidden_in_package(package_dir)}
+    secrets = [(s, os.path.realpath(s)) for s in [tempfile.gettempdir(), *(s for s in secret if s not in covered)]]
     for bound in binds:
-        for kept in [tempfile.gettempdir(), *(s for s in secret if s not in covered)]:
-            kept_path = os.path.realpath(kept)
-            if kept_path == bound or kept_path.startswith(bound.rstrip(os.sep) + os.sep):
+        for named, real in secrets:
+            if real == bound or real.startswith(bound.rstrip(os.sep) + os.sep):
                 raise IsolationError(
                     f"the grader imports from {bound} (on its sys.path, from PYTHONPATH or a .pth file), a folder "
-                    f"that holds {kept}, and a learner's process sees every folder the grader imports from: take "
+                    f"that holds {named}, and a learner's process sees every folder the grader imports from: take "
                     f"{bound} off PYTHONPATH, or move the modules it is there for into a folder of their own")
     return binds, imports
 

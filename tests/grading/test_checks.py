@@ -7,6 +7,7 @@ import pytest
 from cutecourse import env
 
 from cutecourse.grading import checks
+from cutecourse.grading.checks import l05_tiled_mma as L5
 
 
 def right(shape):
@@ -74,3 +75,11 @@ def test_a_check_may_not_take_the_name_of_a_helper_of_the_checks_module(tmp_path
     finally:
         sys.modules.pop("cutecourse.grading.checks.l99_clash", None)
     assert checks.rounded.__name__ == "rounded"  # still the helper
+
+
+def test_the_kernel_ptx_checks_compile_each_dtype_and_arch_of_the_hidden_grid_once():
+    """AUTHORING: a kernel's PTX check compiles each 16-bit dtype and each arch once; its hidden test, the grid."""
+    grid = L5.PTX_GRID
+    assert set(L5.CHECK_PTX_CASES) <= set(grid)
+    for axis in (0, 1):
+        assert sorted(case[axis] for case in L5.CHECK_PTX_CASES) == sorted({case[axis] for case in grid})

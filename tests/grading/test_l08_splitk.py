@@ -253,7 +253,8 @@ def test_each_mistake_the_ptx_shows_and_the_code_nearest_the_answer_fail_the_ptx
 
 
 #: The PTX check on one of its cases. The mistakes that only numbers show change which slices are summed, in what order
-#: and after what rounding, the same in every dtype and arch; the solution passes all four cases above.
+#: and after what rounding, the same in every dtype and arch; the solution passes the check's cases above (and the
+#: hidden test's whole grid in its grade).
 ONE_CASE_PTX = dataclasses.replace(checks.splitk_ptx, cases=lambda: [L.ptx_case("bfloat16", "sm_90a")])
 
 
